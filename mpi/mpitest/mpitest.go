@@ -1,0 +1,75 @@
+// Package mpitest runs tests under a real mpirun.
+//
+// A test calls Launch: outside mpirun it re-runs its own test binary, that
+// one test only, under `mpirun -np N`, and fails with the ranks' output if
+// the job fails; inside (in each rank) Launch returns true and the test
+// body runs with a real MPI world. Command builds the mpirun command line
+// that tests and scripts share: --oversubscribe (the machines have fewer
+// cores than the tests have ranks), --bind-to none, and
+// --allow-run-as-root when running as root.
+package mpitest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// childEnv marks a process started by Launch.
+const childEnv = "TRAIN_MPITEST_CHILD"
+
+// Args returns the mpirun arguments for np ranks, before the program.
+func Args(np int) []string {
+	a := []string{"-np", fmt.Sprint(np), "--oversubscribe", "--bind-to", "none"}
+	if os.Geteuid() == 0 {
+		a = append(a, "--allow-run-as-root")
+	}
+	return a
+}
+
+// Command returns an mpirun command running prog with args on np ranks.
+func Command(ctx context.Context, np int, prog string, args ...string) *exec.Cmd {
+	a := append(Args(np), prog)
+	return exec.CommandContext(ctx, "mpirun", append(a, args...)...)
+}
+
+// InRank reports whether this process is a rank started by Launch.
+func InRank() bool { return os.Getenv(childEnv) != "" }
+
+// Launch runs the calling test under mpirun on np ranks. In the parent it
+// returns false after the job (the caller returns too); in a rank it
+// returns true and the caller runs the test body. env entries are added to
+// the ranks' environment.
+func Launch(t *testing.T, np int, timeout time.Duration, env ...string) bool {
+	t.Helper()
+	if InRank() {
+		return true
+	}
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Fatalf("mpirun not found: run scripts/setup.sh first (%v)", err)
+	}
+	parts := strings.Split(t.Name(), "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := Command(ctx, np, os.Args[0], "-test.run", strings.Join(parts, "/"), "-test.v", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), childEnv+"=1"), env...)
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("np=%d: mpirun did not finish within %v:\n%s", np, timeout, out)
+	}
+	if err != nil {
+		t.Fatalf("np=%d: %v:\n%s", np, err, out)
+	}
+	t.Logf("np=%d: passed on every rank in %v", np, time.Since(start).Round(time.Millisecond))
+	return false
+}

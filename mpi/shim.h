@@ -1,0 +1,19 @@
+// The thin C layer under package mpi: what gompi v0.2.0 lacks or gets wrong.
+// Every function is one crossing that returns MPI's code. Datatypes and ops
+// travel as small ints so that OpenMPI's handle macros stay on the C side.
+#ifndef TRAIN_MPI_SHIM_H
+#define TRAIN_MPI_SHIM_H
+#include <mpi.h>
+
+enum { TR_F32 = 0, TR_F64 = 1, TR_BYTE = 2, TR_I64 = 3 };
+enum { TR_SUM = 0, TR_MAX = 1, TR_MIN = 2 };
+
+int tr_init(int *provided);
+int tr_world(MPI_Comm *out, int *lrank, int *lsize);
+int tr_allreduce(MPI_Comm c, void *buf, int count, int type, int op);
+int tr_bcast(MPI_Comm c, void *buf, int count, int type, int root);
+int tr_barrier(MPI_Comm c);
+int tr_free(MPI_Comm *c);
+int tr_abort(int code);
+void tr_error_string(int code, char *buf, int *len);
+#endif

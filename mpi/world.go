@@ -1,0 +1,202 @@
+package mpi
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	gompi "github.com/sbromberger/gompi"
+)
+
+// Op is a reduction operation.
+type Op int
+
+// Reductions. Mean is Sum followed by a division by the world size, done
+// by us on the reduced buffer (MPI has no mean).
+const (
+	Sum Op = iota
+	Max
+	Min
+	Mean
+)
+
+func (op Op) c() C.int {
+	switch op {
+	case Max:
+		return C.TR_MAX
+	case Min:
+		return C.TR_MIN
+	default:
+		return C.TR_SUM
+	}
+}
+
+// World is the process's handle on the job: its rank and size, its place
+// on the node, and the collectives training needs. It is the only
+// process-wide MPI state; main creates it with Init and passes it down.
+//
+// Methods return errors instead of aborting; Abort ends the whole job.
+type World struct {
+	comm      C.MPI_Comm
+	rank      int
+	size      int
+	localRank int
+	localSize int
+	done      bool
+}
+
+// Init starts MPI (unless it already runs) at MPI_THREAD_MULTIPLE and
+// returns the world. Without a launcher (no mpirun, no srun) it is a world
+// of size 1: OpenMPI's singleton start.
+func Init() (*World, error) {
+	var provided C.int
+	if rc := C.tr_init(&provided); rc != C.MPI_SUCCESS {
+		return nil, errorf(rc, -1, "MPI_Init_thread")
+	}
+	if provided < C.MPI_THREAD_MULTIPLE {
+		gompi.Stop()
+		return nil, fmt.Errorf("the MPI library grants thread level %d; train needs MPI_THREAD_MULTIPLE (%d): use an MPI built with thread support (Debian's OpenMPI has it)",
+			int(provided), int(C.MPI_THREAD_MULTIPLE))
+	}
+	w := &World{rank: gompi.WorldRank(), size: gompi.WorldSize()}
+	var lrank, lsize C.int
+	if rc := C.tr_world(&w.comm, &lrank, &lsize); rc != C.MPI_SUCCESS {
+		return nil, errorf(rc, w.rank, "MPI_Comm_dup/MPI_Comm_split_type")
+	}
+	w.localRank, w.localSize = int(lrank), int(lsize)
+	return w, nil
+}
+
+// Rank is this process's rank in the world, 0 <= Rank < Size.
+func (w *World) Rank() int { return w.rank }
+
+// Size is the number of ranks in the job.
+func (w *World) Size() int { return w.size }
+
+// LocalRank is this process's rank among the ranks on its node (shared
+// memory domain); devices and threads are assigned from it.
+func (w *World) LocalRank() int { return w.localRank }
+
+// LocalSize is the number of ranks on this node.
+func (w *World) LocalSize() int { return w.localSize }
+
+// AllreduceFloat32 reduces buf across all ranks in place: on return every
+// rank holds the element-wise reduction. Every rank must pass the same
+// length; an empty buf is a no-op.
+func (w *World) AllreduceFloat32(buf []float32, op Op) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 4, func(p unsafe.Pointer, n int) C.int {
+		return C.tr_allreduce(w.comm, p, C.int(n), cF32, op.c())
+	})
+	if err := errorf(rc, w.rank, "MPI_Allreduce(float32)"); err != nil {
+		return err
+	}
+	if op == Mean && w.size > 1 {
+		s := 1 / float32(w.size)
+		for i := range buf {
+			buf[i] *= s
+		}
+	}
+	return nil
+}
+
+// AllreduceFloat64 is AllreduceFloat32 for float64 buffers: counters,
+// loss sums and metrics that must not lose precision.
+func (w *World) AllreduceFloat64(buf []float64, op Op) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 8, func(p unsafe.Pointer, n int) C.int {
+		return C.tr_allreduce(w.comm, p, C.int(n), cF64, op.c())
+	})
+	if err := errorf(rc, w.rank, "MPI_Allreduce(float64)"); err != nil {
+		return err
+	}
+	if op == Mean && w.size > 1 {
+		s := 1 / float64(w.size)
+		for i := range buf {
+			buf[i] *= s
+		}
+	}
+	return nil
+}
+
+// AllreduceInt64 reduces int64 values in place (Mean is not defined for
+// integers and panics).
+func (w *World) AllreduceInt64(buf []int64, op Op) error {
+	if op == Mean {
+		panic("mpi: Mean of int64")
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 8, func(p unsafe.Pointer, n int) C.int {
+		return C.tr_allreduce(w.comm, p, C.int(n), cI64, op.c())
+	})
+	return errorf(rc, w.rank, "MPI_Allreduce(int64)")
+}
+
+// BcastFloat32 copies root's buf into every rank's buf (same length on all).
+func (w *World) BcastFloat32(buf []float32, root int) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 4, func(p unsafe.Pointer, n int) C.int {
+		return C.tr_bcast(w.comm, p, C.int(n), cF32, C.int(root))
+	})
+	return errorf(rc, w.rank, "MPI_Bcast(float32)")
+}
+
+// BcastBytes copies root's buf into every rank's buf, byte for byte (gompi's
+// own BcastBytes sends 4 bytes per element and overruns the slice).
+func (w *World) BcastBytes(buf []byte, root int) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 1, func(p unsafe.Pointer, n int) C.int {
+		return C.tr_bcast(w.comm, p, C.int(n), cByte, C.int(root))
+	})
+	return errorf(rc, w.rank, "MPI_Bcast(bytes)")
+}
+
+// BcastInt64 copies root's values into every rank's buf.
+func (w *World) BcastInt64(buf []int64, root int) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 8, func(p unsafe.Pointer, n int) C.int {
+		return C.tr_bcast(w.comm, p, C.int(n), cI64, C.int(root))
+	})
+	return errorf(rc, w.rank, "MPI_Bcast(int64)")
+}
+
+// Barrier returns once every rank has entered it.
+func (w *World) Barrier() error {
+	return errorf(C.tr_barrier(w.comm), w.rank, "MPI_Barrier")
+}
+
+// Finalize frees the world's communicator and shuts MPI down. Call it once
+// on every rank, after the last collective; after a failure call Abort
+// instead, since Finalize waits for ranks that may never come.
+func (w *World) Finalize() error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	err := errorf(C.tr_free(&w.comm), w.rank, "MPI_Comm_free")
+	gompi.Stop()
+	return err
+}
+
+// Abort ends every rank of the job with the given exit code. It does not
+// return when MPI honours it (OpenMPI's mpirun kills the other ranks).
+func (w *World) Abort(code int) {
+	w.done = true
+	C.tr_abort(C.int(code))
+}

@@ -1,0 +1,147 @@
+package mpi_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"train/mpi"
+	"train/mpi/mpitest"
+)
+
+// world starts MPI in a rank launched by mpitest and finalizes it at the end.
+func world(t *testing.T) *mpi.World {
+	t.Helper()
+	w, err := mpi.Init()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Finalize(); err != nil {
+			t.Error(err)
+		}
+	})
+	return w
+}
+
+// TestCollectives checks every collective of World under real mpirun, np 1 to 4.
+func TestCollectives(t *testing.T) {
+	for np := 1; np <= 4; np++ {
+		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
+			if !mpitest.Launch(t, np, 60*time.Second) {
+				return
+			}
+			w := world(t)
+			n, r := w.Size(), w.Rank()
+			if n != np || r < 0 || r >= n {
+				t.Fatalf("rank %d of %d, want size %d", r, n, np)
+			}
+			// One host: the local rank is the world rank.
+			if w.LocalRank() != r || w.LocalSize() != n {
+				t.Errorf("local rank %d of %d, want %d of %d", w.LocalRank(), w.LocalSize(), r, n)
+			}
+
+			// Sum and mean of values that add exactly in float32; lengths
+			// around the chunking and alignment edges, empty included.
+			for _, length := range []int{0, 1, 7, 1000, 1 << 17} {
+				buf := make([]float32, length)
+				for i := range buf {
+					buf[i] = float32(r+1) * float32(i%13)
+				}
+				if err := w.AllreduceFloat32(buf, mpi.Sum); err != nil {
+					t.Fatal(err)
+				}
+				tri := float32(n * (n + 1) / 2)
+				for i, v := range buf {
+					if want := tri * float32(i%13); v != want {
+						t.Fatalf("len %d: sum[%d] = %v, want %v", length, i, v, want)
+					}
+				}
+				for i := range buf {
+					buf[i] = float32(2 * r)
+				}
+				if err := w.AllreduceFloat32(buf, mpi.Mean); err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range buf {
+					if want := float32(n - 1); v != want {
+						t.Fatalf("len %d: mean[%d] = %v, want %v", length, i, v, want)
+					}
+				}
+			}
+
+			f64 := []float64{float64(r), 1e-300 * float64(r+1), -float64(r)}
+			if err := w.AllreduceFloat64(f64, mpi.Max); err != nil {
+				t.Fatal(err)
+			}
+			if f64[0] != float64(n-1) || f64[1] != 1e-300*float64(n) || f64[2] != 0 {
+				t.Errorf("float64 max = %v", f64)
+			}
+			i64 := []int64{int64(r), math.MaxInt64 - int64(r)}
+			if err := w.AllreduceInt64(i64, mpi.Min); err != nil {
+				t.Fatal(err)
+			}
+			if i64[0] != 0 || i64[1] != math.MaxInt64-int64(n-1) {
+				t.Errorf("int64 min = %v", i64)
+			}
+
+			// Broadcast from the last rank; the guard bytes past the slice
+			// must survive (gompi's BcastBytes overruns by 4x).
+			root := n - 1
+			backing := make([]byte, 13+8)
+			msg := backing[:13]
+			for i := range backing {
+				backing[i] = 0xEE
+			}
+			if r == root {
+				copy(msg, "hello, ranks!")
+			}
+			if err := w.BcastBytes(msg, root); err != nil {
+				t.Fatal(err)
+			}
+			if string(msg) != "hello, ranks!" {
+				t.Errorf("bcast got %q", msg)
+			}
+			for i, b := range backing[13:] {
+				if b != 0xEE {
+					t.Fatalf("bcast wrote past the slice at byte %d", 13+i)
+				}
+			}
+			fb := []float32{float32(r), float32(r)}
+			if err := w.BcastFloat32(fb, root); err != nil {
+				t.Fatal(err)
+			}
+			if fb[0] != float32(root) || fb[1] != float32(root) {
+				t.Errorf("bcast float32 got %v", fb)
+			}
+			ib := []int64{int64(r)}
+			if err := w.BcastInt64(ib, 0); err != nil || ib[0] != 0 {
+				t.Errorf("bcast int64 got %v, %v", ib, err)
+			}
+			if err := w.BcastBytes(nil, 0); err != nil {
+				t.Error(err)
+			}
+			if err := w.Barrier(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestErrorsReturn checks that a bad call returns an error naming the rank
+// and the operation instead of killing the job (MPI_ERRORS_RETURN).
+func TestErrorsReturn(t *testing.T) {
+	if !mpitest.Launch(t, 2, 60*time.Second) {
+		return
+	}
+	w := world(t)
+	err := w.BcastFloat32(make([]float32, 4), 99) // no rank 99
+	if err == nil {
+		t.Fatal("broadcast from rank 99 of 2 succeeded")
+	}
+	want := fmt.Sprintf("rank %d: MPI_Bcast(float32): ", w.Rank())
+	if got := err.Error(); len(got) <= len(want) || got[:len(want)] != want {
+		t.Errorf("error %q, want prefix %q", got, want)
+	}
+}
