@@ -1,0 +1,122 @@
+package data
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// IDX is one IDX file (LeCun's MNIST format, also Fashion-MNIST's): a
+// header of big-endian dimensions and the unsigned bytes that follow.
+type IDX struct {
+	Dims []int
+	Data []byte
+}
+
+// maxIDXBytes bounds what a header may claim (16 GiB), before any check
+// against the file's real size.
+const maxIDXBytes = 1 << 34
+
+// ReadIDX reads an IDX file of unsigned bytes (type 0x08), raw or gzipped
+// (recognised by its content, not its name). It checks the magic number,
+// the dimensions and that the data is exactly as long as they say.
+func ReadIDX(path string) (*IDX, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	br := bufio.NewReaderSize(f, 1<<16)
+	var r io.Reader = br
+	compressed := false
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("%s: bad gzip stream: %v", path, err)
+		}
+		defer zr.Close()
+		r, compressed = zr, true
+	}
+	m, err := parseIDX(r, st.Size(), compressed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return m, nil
+}
+
+// parseIDX reads an IDX stream. fileSize bounds the data of a raw file
+// before allocating; a compressed stream is read as it comes, so memory
+// grows only with data that is really there.
+func parseIDX(r io.Reader, fileSize int64, compressed bool) (*IDX, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, fmt.Errorf("not an IDX file: too short for the 4-byte magic number (%v)", truncated(err))
+	}
+	if hdr[0] != 0 || hdr[1] != 0 {
+		return nil, fmt.Errorf("not an IDX file: magic number %#02x%02x%02x%02x does not start with two zero bytes", hdr[0], hdr[1], hdr[2], hdr[3])
+	}
+	if hdr[2] != 0x08 {
+		return nil, fmt.Errorf("IDX data type %#02x not supported (only 0x08, unsigned byte)", hdr[2])
+	}
+	nd := int(hdr[3])
+	if nd < 1 || nd > 4 {
+		return nil, fmt.Errorf("IDX header claims %d dimensions; expected 1 to 4", nd)
+	}
+	raw := make([]byte, 4*nd)
+	if _, err := io.ReadFull(r, raw); err != nil {
+		return nil, fmt.Errorf("header truncated: %d dimensions need %d bytes (%v)", nd, 4*nd, truncated(err))
+	}
+	dims := make([]int, nd)
+	total := int64(1)
+	for i := range dims {
+		d := int64(binary.BigEndian.Uint32(raw[4*i:]))
+		if d == 0 {
+			return nil, fmt.Errorf("IDX dimension %d is zero", i)
+		}
+		total *= d
+		if total > maxIDXBytes {
+			return nil, fmt.Errorf("IDX header claims more than %d bytes of data", int64(maxIDXBytes))
+		}
+		dims[i] = int(d)
+	}
+	hdrLen := int64(4 + 4*nd)
+	if !compressed && fileSize-hdrLen != total {
+		return nil, fmt.Errorf("header says %v = %d bytes of data, file holds %d: truncated or not this format", dims, total, fileSize-hdrLen)
+	}
+	var data []byte
+	if compressed {
+		// Grow with the stream: a lying header cannot make us allocate.
+		var buf bytes.Buffer
+		n, err := io.Copy(&buf, io.LimitReader(r, total+1))
+		if err != nil {
+			return nil, fmt.Errorf("after %d of %d data bytes: %v", n, total, truncated(err))
+		}
+		if n != total {
+			return nil, fmt.Errorf("header says %v = %d bytes of data, stream holds %d: truncated or not this format", dims, total, n)
+		}
+		data = buf.Bytes()
+	} else {
+		data = make([]byte, total)
+		if _, err := io.ReadFull(r, data); err != nil {
+			return nil, fmt.Errorf("data: %v", truncated(err))
+		}
+	}
+	return &IDX{Dims: dims, Data: data}, nil
+}
+
+// truncated names an unexpected end of input plainly.
+func truncated(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return errors.New("file truncated")
+	}
+	return err
+}
