@@ -1,0 +1,125 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+)
+
+// Config says which network to build; it is stored in checkpoints so a
+// resumed run can check it builds the same one.
+type Config struct {
+	Kind    string `json:"kind"`    // "mlp"
+	Hidden  []int  `json:"hidden"`  // MLP hidden layer sizes
+	Input   [3]int `json:"input"`   // C, H, W of one sample
+	Classes int    `json:"classes"` // outputs
+}
+
+// String is the config as JSON.
+func (c Config) String() string {
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// Kinds lists the models Build knows.
+var Kinds = []string{"mlp"}
+
+// Model is a network of layers applied in sequence, with its parameters and
+// the activation buffers of the largest batch seen.
+type Model struct {
+	Config Config
+	Params *Params
+	Layers []Layer
+	acts   [][]float32 // acts[i] is layer i's input; acts[len] the logits
+	grads  [][]float32 // gradients of acts, same shapes
+	batch  int
+}
+
+// Build constructs the network cfg describes, with zero parameters (call
+// Init or load them).
+func Build(cfg Config) (*Model, error) {
+	in := cfg.Input[0] * cfg.Input[1] * cfg.Input[2]
+	if in <= 0 || cfg.Classes <= 0 {
+		return nil, fmt.Errorf("model: bad input shape %v or %d classes", cfg.Input, cfg.Classes)
+	}
+	m := &Model{Config: cfg, Params: &Params{}}
+	switch cfg.Kind {
+	case "mlp":
+		sizes := append(append([]int{in}, cfg.Hidden...), cfg.Classes)
+		for i := 0; i+1 < len(sizes); i++ {
+			if sizes[i+1] <= 0 {
+				return nil, fmt.Errorf("model: hidden layer size %d must be positive", sizes[i+1])
+			}
+			m.Layers = append(m.Layers, NewLinear(m.Params, fmt.Sprintf("net.%d", 2*i), sizes[i], sizes[i+1]))
+			if i+2 < len(sizes) {
+				m.Layers = append(m.Layers, NewReLU(sizes[i+1]))
+			}
+		}
+	default:
+		return nil, fmt.Errorf("unknown model %q: choose one of %s", cfg.Kind, strings.Join(Kinds, ", "))
+	}
+	m.Params.Alloc()
+	return m, nil
+}
+
+// Init draws the parameters from seed, PyTorch's default initialisation
+// for each layer.
+func (m *Model) Init(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x1a2b3c))
+	for _, l := range m.Layers {
+		if li, ok := l.(initializer); ok {
+			li.init(rng)
+		}
+	}
+}
+
+// Classes is the number of outputs.
+func (m *Model) Classes() int { return m.Config.Classes }
+
+func (m *Model) ensure(n int) {
+	if n <= m.batch {
+		return
+	}
+	m.batch = n
+	// acts[0] is the caller's input and grads[0] is never needed.
+	m.acts = append(m.acts[:0], nil)
+	m.grads = append(m.grads[:0], nil)
+	for _, l := range m.Layers[1:] {
+		m.acts = append(m.acts, make([]float32, n*l.InSize()))
+		m.grads = append(m.grads, make([]float32, n*l.InSize()))
+	}
+	last := m.Layers[len(m.Layers)-1].OutSize()
+	m.acts = append(m.acts, make([]float32, n*last))
+	m.grads = append(m.grads, make([]float32, n*last))
+}
+
+// Forward runs the network on x (n, C*H*W) and returns the logits (n,
+// classes), valid until the next Forward. x must stay unchanged until
+// Backward.
+func (m *Model) Forward(x []float32, n int) []float32 {
+	m.ensure(n)
+	m.acts[0] = x[:n*m.Layers[0].InSize()]
+	for i, l := range m.Layers {
+		l.Forward(m.acts[i+1], m.acts[i], n)
+	}
+	return m.acts[len(m.Layers)][:n*m.Classes()]
+}
+
+// LossGrad returns the buffer Backward reads the logits' gradient from
+// (n, classes).
+func (m *Model) LossGrad(n int) []float32 {
+	return m.grads[len(m.Layers)][:n*m.Classes()]
+}
+
+// Backward propagates the logits' gradient (in LossGrad) back through the
+// layers of the last Forward, adding into Params.Grad.
+func (m *Model) Backward(n int) {
+	for i := len(m.Layers) - 1; i >= 0; i-- {
+		var dx []float32
+		if i > 0 {
+			dx = m.grads[i]
+		}
+		m.Layers[i].Backward(dx, m.grads[i+1], m.acts[i], m.acts[i+1], n)
+	}
+}
