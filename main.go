@@ -1,0 +1,131 @@
+// Command train is a distributed data-parallel trainer launched like any
+// MPI program:
+//
+//	mpirun -np 2 ./train --model mlp --epochs 5
+//
+// Every rank takes its rank and size from MPI, trains on its shard of each
+// global batch and averages gradients with an allreduce; rank 0 logs and
+// writes checkpoints. Without mpirun it is a world of one rank.
+//
+// main only wires flags to the trainer and turns every failure into one
+// line on stderr and a non-zero exit: a failure known to every rank ends
+// the job normally; a failure on one rank aborts all of them.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/urfave/cli/v2"
+
+	"train/mpi"
+	"train/trainer"
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	app := &cli.App{
+		Name:  "train",
+		Usage: "distributed data-parallel training under MPI",
+		UsageText: "mpirun -np N train [options]     (or just: train [options], a world of one rank)\n" +
+			"Every option can also be set by its TRAIN_* environment variable.",
+		Flags:           trainFlags,
+		Action:          trainAction,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%v (see train --help)", err)
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // main alone decides how to exit
+	}
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	var ex *exit
+	if errors.As(err, &ex) {
+		return ex.code
+	}
+	// Failed before MPI started (flag parsing): every rank has the same
+	// error; the launcher's rank 0 alone prints it.
+	if launcherRank() == 0 {
+		fmt.Fprintf(stderr, "train: %v\n", err)
+	}
+	return 1
+}
+
+// exit carries an exit status whose message has been printed.
+type exit struct{ code int }
+
+func (e *exit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// launcherRank is this process's rank as mpirun or srun announce it in
+// the environment, 0 if none does.
+func launcherRank() int {
+	for _, v := range []string{"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"} {
+		if s := os.Getenv(v); s != "" {
+			var r int
+			fmt.Sscan(s, &r)
+			return r
+		}
+	}
+	return 0
+}
+
+// trainAction starts MPI, trains, and ends the job: normally when every
+// rank finished or every rank knows of the failure, by MPI_Abort when only
+// this rank does (the others may be waiting in a collective).
+func trainAction(c *cli.Context) (err error) {
+	stderr := c.App.ErrWriter
+	w, err := mpi.Init()
+	if err != nil {
+		fmt.Fprintf(stderr, "train: %v\n", err)
+		return &exit{1}
+	}
+	prefix := "train: "
+	if w.Size() > 1 {
+		prefix = fmt.Sprintf("train: rank %d: ", w.Rank())
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(stderr, "%sinternal error: %v\n", prefix, p)
+			if os.Getenv("TRAIN_TRACEBACK") != "" {
+				stderr.Write(debug.Stack())
+			}
+			w.Abort(2)
+			err = &exit{2}
+		}
+	}()
+
+	err = trainer.Run(w, trainConfig(c), c.App.Writer)
+	var je *trainer.JobError
+	switch {
+	case err == nil:
+		if err := w.Finalize(); err != nil {
+			fmt.Fprintf(stderr, "%s%v\n", prefix, err)
+			return &exit{1}
+		}
+		return nil
+	case errors.As(err, &je):
+		if je.Own {
+			fmt.Fprintf(stderr, "%s%v\n", prefix, je.Err)
+		}
+		w.Finalize()
+		return &exit{1}
+	default:
+		fmt.Fprintf(stderr, "%s%v\n", prefix, err)
+		if w.Size() > 1 {
+			w.Abort(1)
+		}
+		w.Finalize()
+		return &exit{1}
+	}
+}

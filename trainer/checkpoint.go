@@ -1,0 +1,281 @@
+package trainer
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"unsafe"
+
+	"github.com/nlpodyssey/safetensors"
+
+	"train/model"
+)
+
+// Checkpoint file format, version 1: safetensors
+// (https://github.com/huggingface/safetensors), read and written with
+// github.com/nlpodyssey/safetensors.
+//
+//   - Tensors: the model's parameters under their PyTorch state_dict names
+//     and shapes (F32), and the optimizer's state buffers under
+//     "optimizer.<buffer>.<parameter name>", same shapes.
+//   - Metadata (string to string): "format" = checkpointFormat, the run's
+//     position (step, epoch, step_in_epoch), how it was made (seed,
+//     world_size, batch_size, model config as JSON, optimizer and its
+//     hyperparameters) and "crc32c": CRC-32C (Castagnoli) of the tensors'
+//     bytes taken in the order of their names, so any flipped byte of data is
+//     caught on load. Nothing time-dependent goes in: the same state gives
+//     the same bytes.
+const checkpointFormat = "train.checkpoint/v1"
+
+// optimPrefix starts the names of optimizer state tensors; filter them out
+// to load a checkpoint into a torch.nn.Module.
+const optimPrefix = "optimizer."
+
+var ckptName = regexp.MustCompile(`^step-(\d{8,})\.safetensors$`)
+
+// checkpointPath names the checkpoint of a step; the zero padding makes
+// names sort by step.
+func checkpointPath(dir string, step int) string {
+	return filepath.Join(dir, fmt.Sprintf("step-%08d.safetensors", step))
+}
+
+// State is what a checkpoint holds: the parameters, the optimizer's state
+// (same layout) and where the run was.
+type State struct {
+	Params      []float32
+	Optim       map[string][]float32
+	Step        int
+	Epoch       int
+	StepInEpoch int
+	Meta        map[string]string
+}
+
+// f32View is a flat float32 buffer seen as a safetensors tensor, without a
+// copy.
+type f32View struct {
+	data  []float32
+	shape []int
+}
+
+func (v f32View) DType() safetensors.DType { return safetensors.F32 }
+func (v f32View) Shape() []uint64 {
+	s := make([]uint64, len(v.shape))
+	for i, d := range v.shape {
+		s[i] = uint64(d)
+	}
+	return s
+}
+func (v f32View) Data() []byte    { return f32Bytes(v.data) }
+func (v f32View) DataLen() uint64 { return uint64(4 * len(v.data)) }
+
+// f32Bytes is the little-endian bytes of v, shared with v (the machines we
+// run on are little-endian, as safetensors is).
+func f32Bytes(v []float32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checksum is the CRC-32C of the tensors' bytes in name order.
+func checksum(names []string, data func(string) []byte) uint32 {
+	sorted := slices.Sorted(slices.Values(names))
+	var c uint32
+	for _, n := range sorted {
+		c = crc32.Update(c, castagnoli, data(n))
+	}
+	return c
+}
+
+// tensorViews lays out s's buffers as named tensors of p's layout.
+func tensorViews(p *model.Params, s *State) map[string]f32View {
+	views := make(map[string]f32View, len(p.Tensors)*(1+len(s.Optim)))
+	for _, t := range p.Tensors {
+		views[t.Name] = f32View{t.Of(s.Params), t.Shape}
+		for buf, v := range s.Optim {
+			views[optimPrefix+buf+"."+t.Name] = f32View{t.Of(v), t.Shape}
+		}
+	}
+	return views
+}
+
+// SaveCheckpoint writes s to dir atomically: a temporary file in dir,
+// fsync, rename to its final name, fsync of dir. A crash at any point
+// leaves either the complete new file or none (and a stray temporary that
+// loaders ignore), never a torn one; earlier checkpoints are not touched.
+func SaveCheckpoint(dir string, p *model.Params, s *State) (string, error) {
+	views := tensorViews(p, s)
+	names := make([]string, 0, len(views))
+	for n := range views {
+		names = append(names, n)
+	}
+	meta := map[string]string{"format": checkpointFormat}
+	for k, v := range s.Meta {
+		meta[k] = v
+	}
+	meta["step"] = strconv.Itoa(s.Step)
+	meta["epoch"] = strconv.Itoa(s.Epoch)
+	meta["step_in_epoch"] = strconv.Itoa(s.StepInEpoch)
+	meta["crc32c"] = fmt.Sprintf("%08x", checksum(names, func(n string) []byte { return views[n].Data() }))
+
+	final := checkpointPath(dir, s.Step)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(final)+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	err = safetensors.SerializeToWriter(views, meta, w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), final)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("checkpoint %s: %w", final, err)
+	}
+	return final, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// LoadCheckpoint reads the checkpoint at path into s's buffers, which must
+// have p's layout, checking the format, the checksum and that every tensor
+// is there with its shape and nothing else is.
+func LoadCheckpoint(path string, p *model.Params, s *State) error {
+	if err := loadCheckpoint(path, p, s); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return nil
+}
+
+func loadCheckpoint(path string, p *model.Params, s *State) error {
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	st, err := safetensors.Deserialize(buf)
+	if err != nil {
+		return fmt.Errorf("not a valid safetensors file: %v", err)
+	}
+	_, md, _ := safetensors.ReadMetadata(buf)
+	meta := md.Metadata()
+	if f := meta["format"]; f != checkpointFormat {
+		return fmt.Errorf("format %q, this train reads %q", f, checkpointFormat)
+	}
+	names := st.Names()
+	want, err := strconv.ParseUint(meta["crc32c"], 16, 32)
+	if err != nil {
+		return fmt.Errorf("bad crc32c %q in metadata", meta["crc32c"])
+	}
+	got := checksum(names, func(n string) []byte { v, _ := st.Tensor(n); return v.Data() })
+	if uint32(want) != got {
+		return fmt.Errorf("checksum mismatch (file says %08x, data gives %08x): the file is corrupt", want, got)
+	}
+	views := tensorViews(p, s)
+	if len(names) != len(views) {
+		return fmt.Errorf("holds %d tensors, this model and optimizer have %d (written by another --model, --hidden or optimizer?)", len(names), len(views))
+	}
+	for _, n := range names {
+		v, ok := views[n]
+		if !ok {
+			return fmt.Errorf("tensor %q is not in this model (written by another --model or --hidden?)", n)
+		}
+		tv, _ := st.Tensor(n)
+		if tv.DType() != safetensors.F32 || !slices.Equal(tv.Shape(), v.Shape()) {
+			return fmt.Errorf("tensor %q is %v %v, this model has F32 %v", n, tv.DType(), tv.Shape(), v.Shape())
+		}
+		copy(v.Data(), tv.Data())
+	}
+	for _, k := range []struct {
+		name string
+		dst  *int
+	}{{"step", &s.Step}, {"epoch", &s.Epoch}, {"step_in_epoch", &s.StepInEpoch}} {
+		v, err := strconv.Atoi(meta[k.name])
+		if err != nil || v < 0 {
+			return fmt.Errorf("bad %s %q in metadata", k.name, meta[k.name])
+		}
+		*k.dst = v
+	}
+	s.Meta = meta
+	return nil
+}
+
+// ListCheckpoints returns the checkpoints in dir, oldest step first. A
+// missing dir has none.
+func ListCheckpoints(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	type ck struct {
+		step int
+		path string
+	}
+	var cks []ck
+	for _, e := range entries {
+		m := ckptName.FindStringSubmatch(e.Name())
+		if m == nil || e.IsDir() {
+			continue
+		}
+		step, err := strconv.Atoi(m[1])
+		if err != nil {
+			continue
+		}
+		cks = append(cks, ck{step, filepath.Join(dir, e.Name())})
+	}
+	sort.Slice(cks, func(i, j int) bool { return cks[i].step < cks[j].step })
+	paths := make([]string, len(cks))
+	for i, c := range cks {
+		paths[i] = c.path
+	}
+	return paths, nil
+}
+
+// pruneCheckpoints deletes all but the newest keep checkpoints in dir
+// (keep <= 0 keeps all).
+func pruneCheckpoints(dir string, keep int) error {
+	if keep <= 0 {
+		return nil
+	}
+	paths, err := ListCheckpoints(dir)
+	if err != nil {
+		return err
+	}
+	for len(paths) > keep {
+		if err := os.Remove(paths[0]); err != nil {
+			return err
+		}
+		paths = paths[1:]
+	}
+	return nil
+}
