@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/urfave/cli/v2"
 
 	"train/trainer"
@@ -68,5 +70,6 @@ func trainConfig(c *cli.Context) trainer.Config {
 		Keep:            c.Int(keepFlag.Name),
 		Resume:          c.Bool(resumeFlag.Name),
 		LogEvery:        c.Int(logFlag.Name),
+		Fault:           os.Getenv(trainer.FaultEnv), // tests only: not a flag
 	}
 }

@@ -246,7 +246,7 @@ func (r *run) loop() error {
 					return err
 				}
 				el := time.Since(windowStart).Seconds()
-				fmt.Fprintf(r.log, "epoch %d/%d step %d (%d/%d) loss %.4f acc %.2f%% lr %g %.0f samples/s\n",
+				fmt.Fprintf(r.log, "epoch %d/%d step %d (%d/%d) loss %.4f acc %.2f%% lr %.4g %.0f samples/s\n",
 					s.Epoch+1, c.Epochs, s.Step, s.StepInEpoch, spe, sum[0]/sum[2], 100*sum[1]/sum[2], lr,
 					float64(windowSteps)*global/el)
 				window, windowSteps, windowStart = stats{}, 0, time.Now()

@@ -1,0 +1,157 @@
+package main
+
+// Helpers for the end-to-end tests: they build ./train once and run it the
+// way users do, under a real mpirun with several ranks, on real files.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nlpodyssey/safetensors"
+
+	"train/mpi/mpitest"
+)
+
+// bin is the train binary built for this test run.
+var bin string
+
+// fashion is where Debian's dataset-fashion-mnist installs the data.
+const fashion = "/usr/share/datasets/fashion-mnist"
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "train-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "train")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is what one run of train left behind.
+type result struct {
+	stdout, stderr string
+	code           int
+	took           time.Duration
+}
+
+// trainRun runs train on np ranks under mpirun (np = 0: directly, no
+// mpirun) with args, failing the test if it does not end within timeout.
+func trainRun(t *testing.T, np int, timeout time.Duration, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var cmd *exec.Cmd
+	if np == 0 {
+		cmd = exec.CommandContext(ctx, bin, args...)
+	} else {
+		cmd = mpitest.Command(ctx, np, bin, args...)
+	}
+	cmd.Env = append(os.Environ(), env...)
+	cmd.WaitDelay = 5 * time.Second
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
+	if ctx.Err() != nil {
+		t.Fatalf("np=%d %v: still running after %v (hang)\nstdout:\n%s\nstderr:\n%s", np, args, timeout, r.stdout, r.stderr)
+	}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	default:
+		t.Fatalf("np=%d %v: %v", np, args, err)
+	}
+	return r
+}
+
+// mustTrain runs train and fails the test unless it exits 0.
+func mustTrain(t *testing.T, np int, args ...string) result {
+	t.Helper()
+	r := trainRun(t, np, 3*time.Minute, nil, args...)
+	if r.code != 0 {
+		t.Fatalf("np=%d %v: exit %d\nstdout:\n%s\nstderr:\n%s", np, args, r.code, r.stdout, r.stderr)
+	}
+	return r
+}
+
+// trainLines returns the lines train itself wrote to stderr (not mpirun's
+// banners).
+func trainLines(stderr string) []string {
+	var lines []string
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "train: ") {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// noTrace fails the test if output holds a Go panic trace.
+func noTrace(t *testing.T, r result) {
+	t.Helper()
+	for _, s := range []string{"goroutine ", "panic:", "runtime error", ".go:"} {
+		if strings.Contains(r.stderr, s) || strings.Contains(r.stdout, s) {
+			t.Errorf("output holds a Go trace (%q):\n%s%s", s, r.stdout, r.stderr)
+		}
+	}
+}
+
+// tensors reads a checkpoint's tensors as name -> float32 values.
+func tensors(t *testing.T, path string) map[string][]float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := safetensors.Deserialize(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := map[string][]float32{}
+	for _, nt := range st.Tensors() {
+		d := nt.TensorView.Data()
+		v := make([]float32, len(d)/4)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:]))
+		}
+		out[nt.Name] = v
+	}
+	return out
+}
+
+var finalLine = regexp.MustCompile(`done: step (\d+), parameters identical on all (\d+) rank\(s\) \(crc32c ([0-9a-f]{8})\)`)
+
+// finalCRC checks the run's closing line and returns its step, ranks and
+// parameter checksum.
+func finalCRC(t *testing.T, r result) (step, ranks int, crc string) {
+	t.Helper()
+	m := finalLine.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no closing line in stdout:\n%s", r.stdout)
+	}
+	step, _ = strconv.Atoi(m[1])
+	ranks, _ = strconv.Atoi(m[2])
+	return step, ranks, m[3]
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDataParallelEquivalence: N ranks with per-rank batch B reach the
+// parameters one process reaches with batch N x B (the sampler gives both
+// the same global batches), and all ranks agree bit for bit.
+func TestDataParallelEquivalence(t *testing.T) {
+	dir := t.TempDir()
+	const steps = "50"
+	ck := func(name string) string { return filepath.Join(dir, name) }
+	mustTrain(t, 1, "--batch-size", "96", "--max-steps", steps, "--checkpoint-dir", ck("np1"), "--log-every", "10")
+	ref := tensors(t, filepath.Join(ck("np1"), "step-00000050.safetensors"))
+	for _, np := range []int{2, 3} {
+		r := mustTrain(t, np, "--batch-size", strconv.Itoa(96/np), "--max-steps", steps, "--checkpoint-dir", ck(fmt.Sprint(np)), "--log-every", "10")
+		if _, ranks, _ := finalCRC(t, r); ranks != np {
+			t.Errorf("np=%d: closing line speaks of %d ranks", np, ranks)
+		}
+		got := tensors(t, filepath.Join(ck(fmt.Sprint(np)), "step-00000050.safetensors"))
+		if len(got) != len(ref) || len(got) != 8 {
+			t.Fatalf("np=%d: %d tensors, np=1 has %d", np, len(got), len(ref))
+		}
+		// Relative tolerance 1e-5 on each tensor, measured against its
+		// largest element: summation order differs between the runs, so
+		// bits may too, by float32 rounding (about 1e-7) per step.
+		for name, want := range ref {
+			v := got[name]
+			var worst, scale float64
+			for i := range want {
+				worst = max(worst, math.Abs(float64(v[i]-want[i])))
+				scale = max(scale, math.Abs(float64(want[i])))
+			}
+			if worst > 1e-5*scale {
+				t.Errorf("np=%d: %s differs from np=1 by %.3g (relative %.3g)", np, name, worst, worst/scale)
+			} else {
+				t.Logf("np=%d: %s: relative difference %.2g", np, name, worst/scale)
+			}
+		}
+	}
+}
+
+// TestResumeBitExact: a run stopped at step 30 and resumed to 60 ends with
+// the same bytes as one that ran 60 steps straight, across an epoch
+// boundary (58 steps per epoch here).
+func TestResumeBitExact(t *testing.T) {
+	dir := t.TempDir()
+	straight, split := filepath.Join(dir, "straight"), filepath.Join(dir, "split")
+	common := []string{"--batch-size", "512", "--epochs", "2", "--log-every", "10"}
+	mustTrain(t, 2, append(common, "--max-steps", "60", "--checkpoint-dir", straight)...)
+	mustTrain(t, 2, append(common, "--max-steps", "30", "--checkpoint-dir", split, "--checkpoint-every", "20")...)
+	r := mustTrain(t, 2, append(common, "--max-steps", "60", "--checkpoint-dir", split, "--resume")...)
+	if !strings.Contains(r.stdout, "resume: "+filepath.Join(split, "step-00000030.safetensors")+" (step 30, epoch 1)") {
+		t.Errorf("did not resume from step 30:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "epoch 1/2 done step 58") {
+		t.Errorf("resumed run did not finish epoch 1 at step 58:\n%s", r.stdout)
+	}
+	a, err := os.ReadFile(filepath.Join(straight, "step-00000060.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(split, "step-00000060.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a, b) {
+		t.Error("resumed run's final checkpoint differs from the uninterrupted run's")
+	}
+	// Both legs' checkpoints, pruned to the newest three.
+	names, _ := filepath.Glob(filepath.Join(split, "*"))
+	if len(names) != 3 {
+		t.Errorf("split run left %v", names)
+	}
+}
+
+// TestRanks runs at np = 1, 2, 3 under mpirun and without mpirun, where
+// the flags come from TRAIN_* variables instead.
+func TestRanks(t *testing.T) {
+	for _, np := range []int{1, 2, 3} {
+		r := mustTrain(t, np, "--max-steps", "20", "--log-every", "10")
+		if step, ranks, _ := finalCRC(t, r); step != 20 || ranks != np {
+			t.Errorf("np=%d: finished step %d on %d ranks", np, step, ranks)
+		}
+		noTrace(t, r)
+	}
+	r := trainRun(t, 0, time.Minute, []string{"TRAIN_MAX_STEPS=7", "TRAIN_HIDDEN=32,16", "TRAIN_LOG_EVERY=7"})
+	if r.code != 0 {
+		t.Fatalf("without mpirun: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if step, ranks, _ := finalCRC(t, r); step != 7 || ranks != 1 {
+		t.Errorf("without mpirun: step %d on %d ranks", step, ranks)
+	}
+	// 784-32-16-10: the hidden sizes came from TRAIN_HIDDEN.
+	if !strings.Contains(r.stdout, "mlp model, 25818 parameters") {
+		t.Errorf("TRAIN_HIDDEN not applied:\n%s", r.stdout)
+	}
+}
+
+// copyData makes a dataset directory whose train-images file is replaced
+// by corrupt(raw bytes of the real one), stored raw.
+func copyData(t *testing.T, corrupt func([]byte) []byte) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"} {
+		if err := os.Symlink(filepath.Join(fashion, f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(filepath.Join(fashion, "train-images-idx3-ubyte.gz"))
+	if err != nil {
+		t.Fatalf("%v (run scripts/setup.sh)", err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "train-images-idx3-ubyte"), corrupt(raw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// dirBytes reads every file of dir, to prove a failed run changed none.
+func dirBytes(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+// TestBadInput: each mistake ends the job with one line from train naming
+// the file or flag and what to do, a non-zero exit, no Go trace, no hang,
+// and existing checkpoints untouched.
+func TestBadInput(t *testing.T) {
+	tmp := t.TempDir()
+	// A checkpoint directory with two good checkpoints, the newest then
+	// corrupted by one flipped byte.
+	ckpts := filepath.Join(tmp, "ck")
+	mustTrain(t, 2, "--max-steps", "20", "--checkpoint-every", "10", "--checkpoint-dir", ckpts, "--log-every", "10")
+	newest := filepath.Join(ckpts, "step-00000020.safetensors")
+	b, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-100] ^= 0x01
+	os.WriteFile(newest, b, 0o644)
+	before := dirBytes(t, ckpts)
+
+	aFile := filepath.Join(tmp, "a-file")
+	os.WriteFile(aFile, []byte("x"), 0o644)
+	truncated := copyData(t, func(raw []byte) []byte { return raw[:len(raw)/2] })
+	badMagic := copyData(t, func(raw []byte) []byte { raw[0], raw[1] = 'P', 'K'; return raw })
+
+	for _, tc := range []struct {
+		name string
+		np   int
+		args []string
+		want []string // all in the one line
+	}{
+		{"missing dataset", 2, []string{"--data", "/nonexistent/fmnist"}, []string{"--data /nonexistent/fmnist", "scripts/setup.sh"}},
+		{"missing dataset, no mpirun", 0, []string{"--data", "/nonexistent/fmnist"}, []string{"scripts/setup.sh"}},
+		{"truncated IDX", 2, []string{"--data", truncated}, []string{filepath.Join(truncated, "train-images-idx3-ubyte"), "truncated"}},
+		{"wrong magic", 2, []string{"--data", badMagic}, []string{filepath.Join(badMagic, "train-images-idx3-ubyte"), "not an IDX file"}},
+		{"unknown model", 2, []string{"--model", "transformer"}, []string{`unknown model "transformer"`, "mlp"}},
+		{"batch larger than shard", 2, []string{"--batch-size", "40000"}, []string{"--batch-size 40000", "lower --batch-size"}},
+		{"unwritable checkpoint dir", 2, []string{"--checkpoint-dir", filepath.Join(aFile, "ck")}, []string{"--checkpoint-dir " + filepath.Join(aFile, "ck"), "not a directory"}},
+		{"corrupt checkpoint", 2, []string{"--checkpoint-dir", ckpts, "--resume"}, []string{newest, "corrupt", "move it away"}},
+		{"unknown allreduce", 2, []string{"--allreduce", "carrier-pigeon"}, []string{`--allreduce "carrier-pigeon"`}},
+		{"unknown flag", 2, []string{"--bogus"}, []string{"bogus", "train --help"}},
+		{"bad number", 0, []string{"--epochs", "five"}, []string{"five"}},
+		{"resume without dir", 2, []string{"--resume"}, []string{"--resume needs --checkpoint-dir"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := trainRun(t, tc.np, time.Minute, nil, append(tc.args, "--max-steps", "5")...)
+			if r.code == 0 {
+				t.Fatalf("exit 0\n%s%s", r.stdout, r.stderr)
+			}
+			lines := trainLines(r.stderr)
+			if len(lines) != 1 {
+				t.Fatalf("want one line from train, got %d:\n%s", len(lines), r.stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(lines[0], w) {
+					t.Errorf("line %q lacks %q", lines[0], w)
+				}
+			}
+			noTrace(t, r)
+			t.Logf("exit %d in %v: %s", r.code, r.took.Round(time.Millisecond), lines[0])
+		})
+	}
+	after := dirBytes(t, ckpts)
+	if len(after) != len(before) {
+		t.Errorf("checkpoint dir had %d files, now %d", len(before), len(after))
+	}
+	for name, b := range before {
+		if !bytes.Equal(after[name], b) {
+			t.Errorf("%s changed", name)
+		}
+	}
+}
+
+// TestRankFailure: a failure on one rank ends every rank within 10 s with
+// a message naming the rank.
+func TestRankFailure(t *testing.T) {
+	for _, tc := range []struct {
+		np    int
+		fault string
+		want  string
+	}{
+		{2, "1:5:error", "train: rank 1: injected fault at step 5"},
+		{3, "2:5:error", "train: rank 2: injected fault at step 5"},
+		{3, "1:5:panic", "train: rank 1: internal error: injected panic at step 5"},
+		{2, "1:5:kill", "rank 1"}, // mpirun's own report of the killed rank
+	} {
+		t.Run(fmt.Sprintf("np=%d,%s", tc.np, tc.fault), func(t *testing.T) {
+			r := trainRun(t, tc.np, 30*time.Second, []string{"TRAIN_FAULT=" + tc.fault}, "--log-every", "1")
+			if r.code == 0 {
+				t.Fatalf("exit 0 despite the fault\n%s", r.stderr)
+			}
+			if !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("stderr lacks %q:\n%s", tc.want, r.stderr)
+			}
+			if r.took > 10*time.Second {
+				t.Errorf("job took %v to end, want under 10 s", r.took)
+			}
+			// Rank 0 got no further than the faulty step.
+			if regexp.MustCompile(`step (6|7|8|9|10) `).MatchString(r.stdout) {
+				t.Errorf("training went on past the fault:\n%s", r.stdout)
+			}
+			noTrace(t, r)
+			t.Logf("ended in %v", r.took.Round(time.Millisecond))
+		})
+	}
+}
+
+// TestAccuracy: the default MLP reaches 88% test accuracy on Fashion-MNIST
+// within 5 epochs at np=2.
+func TestAccuracy(t *testing.T) {
+	r := mustTrain(t, 2, "--epochs", "5", "--log-every", "1000")
+	m := regexp.MustCompile(`epoch 5/5 done step \d+: .* test loss [0-9.]+ acc ([0-9.]+)%`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no epoch 5 line:\n%s", r.stdout)
+	}
+	acc, _ := strconv.ParseFloat(m[1], 64)
+	if acc < 88 {
+		t.Errorf("test accuracy %.2f%% after 5 epochs, want >= 88%%", acc)
+	}
+	t.Logf("test accuracy %.2f%% in %v", acc, r.took.Round(100*time.Millisecond))
+}
