@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -271,4 +273,37 @@ func TestAccuracy(t *testing.T) {
 		t.Errorf("test accuracy %.2f%% after 5 epochs, want >= 88%%", acc)
 	}
 	t.Logf("test accuracy %.2f%% in %v", acc, r.took.Round(100*time.Millisecond))
+}
+
+// TestTorchLoadsCheckpoint: PyTorch loads a checkpoint into the module the
+// README defines with load_state_dict(strict=True), and its test loss and
+// accuracy are ours: the names, shapes and forward pass all agree.
+func TestTorchLoadsCheckpoint(t *testing.T) {
+	ck := t.TempDir()
+	r := mustTrain(t, 2, "--epochs", "1", "--hidden", "128,64", "--checkpoint-dir", ck, "--log-every", "1000")
+	m := regexp.MustCompile(`epoch 1/1 done step (\d+): .* test loss ([0-9.]+) acc ([0-9.]+)%`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no epoch line:\n%s", r.stdout)
+	}
+	ourLoss, _ := strconv.ParseFloat(m[2], 64)
+	ourAcc, _ := strconv.ParseFloat(m[3], 64)
+	path := filepath.Join(ck, fmt.Sprintf("step-%08s.safetensors", m[1]))
+	out, err := exec.Command("/usr/bin/python3", "scripts/torch_check.py", path, fashion).CombinedOutput()
+	if err != nil {
+		t.Fatalf("torch_check.py: %v\n%s(install python3-torch with scripts/setup.sh --test)", err, out)
+	}
+	var got struct {
+		Step     int
+		Loss     float64
+		Accuracy float64
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("torch_check.py printed %q: %v", out, err)
+	}
+	// Our figures are printed to 4 and 2 decimals; the forward passes
+	// differ only in summation order, which may flip a near-tie or two.
+	if math.Abs(got.Loss-ourLoss) > 1e-4 || math.Abs(got.Accuracy-ourAcc) > 0.021 {
+		t.Errorf("PyTorch: loss %.6f acc %.2f%%; train: loss %.4f acc %.2f%%", got.Loss, got.Accuracy, ourLoss, ourAcc)
+	}
+	t.Logf("PyTorch: loss %.6f acc %.2f%%; train: loss %.4f acc %.2f%%", got.Loss, got.Accuracy, ourLoss, ourAcc)
 }

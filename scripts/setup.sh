@@ -3,7 +3,9 @@
 # ./train and runs a real 2-rank training job under mpirun.
 #
 #   scripts/setup.sh            install, build, train one epoch on 2 ranks
-#   scripts/setup.sh --no-run   install and build only (scripts/test.sh uses this)
+#   scripts/setup.sh --no-run   install and build only
+#   scripts/setup.sh --test     also what the tests need (PyTorch for the CPU,
+#                               to check checkpoints load into torch.nn); no run
 #
 # Idempotent: apt runs only for packages that are missing; Go is fetched only
 # when `go` is absent or older than go.mod asks for.
@@ -11,7 +13,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 run_job=1
-[[ "${1:-}" == "--no-run" ]] && run_job=0
+test_deps=0
+case "${1:-}" in
+--no-run) run_job=0 ;;
+--test) run_job=0 test_deps=1 ;;
+"") ;;
+*) echo "usage: scripts/setup.sh [--no-run | --test]" >&2; exit 2 ;;
+esac
 
 as_root() {
 	if [[ $EUID -eq 0 ]]; then "$@"; else sudo "$@"; fi
@@ -21,6 +29,7 @@ as_root() {
 # Fashion-MNIST dataset (/usr/share/datasets/fashion-mnist).
 packages=(openmpi-bin libopenmpi-dev libopenblas-dev pkg-config gcc libc6-dev
 	dataset-fashion-mnist ca-certificates curl unzip git)
+((test_deps)) && packages+=(python3-torch)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

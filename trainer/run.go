@@ -216,6 +216,10 @@ func (r *run) loop() error {
 	var window, epochStats stats
 	windowStart, epochStart := time.Now(), time.Now()
 	windowSteps := 0
+	// Time in training steps alone (no evaluation, logging or
+	// checkpoints), for the closing throughput figure.
+	var stepTime time.Duration
+	firstStep := s.Step
 	done := func() bool { return c.MaxSteps > 0 && s.Step >= c.MaxSteps }
 
 	for s.Epoch < c.Epochs && !done() {
@@ -224,6 +228,7 @@ func (r *run) loop() error {
 			if err := r.fault.fire(r.w.Rank(), s.Step); err != nil {
 				return err
 			}
+			t0 := time.Now()
 			r.train.Batch(x, y, idx[s.StepInEpoch*b:(s.StepInEpoch+1)*b])
 			clear(p.Grad)
 			logits := r.model.Forward(x, b)
@@ -234,6 +239,7 @@ func (r *run) loop() error {
 			}
 			lr := sched.At(s.Step)
 			r.opt.Step(p.Data, p.Grad, float32(lr))
+			stepTime += time.Since(t0)
 			s.Step++
 			s.StepInEpoch++
 			window.add(loss, correct, b)
@@ -280,6 +286,10 @@ func (r *run) loop() error {
 	sum, err := verifyReplicas(r.w, p.Data)
 	if err != nil {
 		return err
+	}
+	if n := s.Step - firstStep; n > 0 {
+		fmt.Fprintf(r.log, "throughput: %d steps x %d samples in %.2f s of training steps: %.0f samples/s\n",
+			n, int(global), stepTime.Seconds(), float64(n)*global/stepTime.Seconds())
 	}
 	fmt.Fprintf(r.log, "done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", s.Step, r.w.Size(), sum)
 	return nil
