@@ -88,43 +88,13 @@ func (w *World) LocalSize() int { return w.localSize }
 // rank holds the element-wise reduction. Every rank must pass the same
 // length; an empty buf is a no-op.
 func (w *World) AllreduceFloat32(buf []float32, op Op) error {
-	if len(buf) == 0 {
-		return nil
-	}
-	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 4, func(p unsafe.Pointer, n int) C.int {
-		return C.tr_allreduce(w.comm, p, C.int(n), cF32, op.c())
-	})
-	if err := errorf(rc, w.rank, "MPI_Allreduce(float32)"); err != nil {
-		return err
-	}
-	if op == Mean && w.size > 1 {
-		s := 1 / float32(w.size)
-		for i := range buf {
-			buf[i] *= s
-		}
-	}
-	return nil
+	return allreduce(w, buf, cF32, op, "MPI_Allreduce(float32)")
 }
 
 // AllreduceFloat64 is AllreduceFloat32 for float64 buffers: counters,
 // loss sums and metrics that must not lose precision.
 func (w *World) AllreduceFloat64(buf []float64, op Op) error {
-	if len(buf) == 0 {
-		return nil
-	}
-	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 8, func(p unsafe.Pointer, n int) C.int {
-		return C.tr_allreduce(w.comm, p, C.int(n), cF64, op.c())
-	})
-	if err := errorf(rc, w.rank, "MPI_Allreduce(float64)"); err != nil {
-		return err
-	}
-	if op == Mean && w.size > 1 {
-		s := 1 / float64(w.size)
-		for i := range buf {
-			buf[i] *= s
-		}
-	}
-	return nil
+	return allreduce(w, buf, cF64, op, "MPI_Allreduce(float64)")
 }
 
 // AllreduceInt64 reduces int64 values in place (Mean is not defined for
@@ -133,47 +103,55 @@ func (w *World) AllreduceInt64(buf []int64, op Op) error {
 	if op == Mean {
 		panic("mpi: Mean of int64")
 	}
-	if len(buf) == 0 {
-		return nil
-	}
-	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 8, func(p unsafe.Pointer, n int) C.int {
-		return C.tr_allreduce(w.comm, p, C.int(n), cI64, op.c())
-	})
-	return errorf(rc, w.rank, "MPI_Allreduce(int64)")
+	return allreduce(w, buf, cI64, op, "MPI_Allreduce(int64)")
 }
 
 // BcastFloat32 copies root's buf into every rank's buf (same length on all).
 func (w *World) BcastFloat32(buf []float32, root int) error {
-	if len(buf) == 0 {
-		return nil
-	}
-	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 4, func(p unsafe.Pointer, n int) C.int {
-		return C.tr_bcast(w.comm, p, C.int(n), cF32, C.int(root))
-	})
-	return errorf(rc, w.rank, "MPI_Bcast(float32)")
+	return bcast(w, buf, cF32, root, "MPI_Bcast(float32)")
 }
 
 // BcastBytes copies root's buf into every rank's buf, byte for byte (gompi's
 // own BcastBytes sends 4 bytes per element and overruns the slice).
 func (w *World) BcastBytes(buf []byte, root int) error {
-	if len(buf) == 0 {
-		return nil
-	}
-	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 1, func(p unsafe.Pointer, n int) C.int {
-		return C.tr_bcast(w.comm, p, C.int(n), cByte, C.int(root))
-	})
-	return errorf(rc, w.rank, "MPI_Bcast(bytes)")
+	return bcast(w, buf, cByte, root, "MPI_Bcast(bytes)")
 }
 
 // BcastInt64 copies root's values into every rank's buf.
 func (w *World) BcastInt64(buf []int64, root int) error {
+	return bcast(w, buf, cI64, root, "MPI_Bcast(int64)")
+}
+
+// allreduce is the in-place MPI_Allreduce of every element type; Mean
+// divides the sum by the world size afterwards (MPI has no mean).
+func allreduce[T float32 | float64 | int64](w *World, buf []T, typ C.int, op Op, name string) error {
 	if len(buf) == 0 {
 		return nil
 	}
-	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 8, func(p unsafe.Pointer, n int) C.int {
-		return C.tr_bcast(w.comm, p, C.int(n), cI64, C.int(root))
+	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), int(unsafe.Sizeof(buf[0])), func(p unsafe.Pointer, n int) C.int {
+		return C.tr_allreduce(w.comm, p, C.int(n), typ, op.c())
 	})
-	return errorf(rc, w.rank, "MPI_Bcast(int64)")
+	if err := errorf(rc, w.rank, name); err != nil {
+		return err
+	}
+	if op == Mean && w.size > 1 {
+		s := 1 / T(w.size)
+		for i := range buf {
+			buf[i] *= s
+		}
+	}
+	return nil
+}
+
+// bcast is MPI_Bcast of every element type.
+func bcast[T byte | float32 | int64](w *World, buf []T, typ C.int, root int, name string) error {
+	if len(buf) == 0 {
+		return nil
+	}
+	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), int(unsafe.Sizeof(buf[0])), func(p unsafe.Pointer, n int) C.int {
+		return C.tr_bcast(w.comm, p, C.int(n), typ, C.int(root))
+	})
+	return errorf(rc, w.rank, name)
 }
 
 // Barrier returns once every rank has entered it.

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -116,7 +118,6 @@ func checkWritable(dir string) error {
 // checkpoint when --resume asks for it.
 func (r *run) initialState() error {
 	c := &r.cfg
-	p := r.model.Params
 	r.describe()
 	if c.Resume {
 		paths, err := ListCheckpoints(c.CheckpointDir)
@@ -129,7 +130,6 @@ func (r *run) initialState() error {
 		fmt.Fprintf(r.log, "resume: no checkpoint in %s, starting from step 0\n", c.CheckpointDir)
 	}
 	r.model.Init(c.Seed)
-	clear(p.Grad)
 	return nil
 }
 
@@ -167,11 +167,10 @@ func (r *run) broadcastState() error {
 	if err := r.w.BcastFloat32(s.Params, 0); err != nil {
 		return err
 	}
-	for _, name := range []string{"momentum_buffer"} {
-		if buf := s.Optim[name]; buf != nil {
-			if err := r.w.BcastFloat32(buf, 0); err != nil {
-				return err
-			}
+	// In name order: map order differs between ranks, collectives may not.
+	for _, name := range slices.Sorted(maps.Keys(s.Optim)) {
+		if err := r.w.BcastFloat32(s.Optim[name], 0); err != nil {
+			return err
 		}
 	}
 	pos := []int64{int64(s.Step), int64(s.Epoch), int64(s.StepInEpoch), int64(r.lastSaved)}
@@ -298,10 +297,7 @@ func (r *run) loop() error {
 // endEpoch evaluates the test set across ranks and logs the epoch (or the
 // part of it that ran).
 func (r *run) endEpoch(train *stats, took time.Duration) error {
-	test, err := r.evaluate()
-	if err != nil {
-		return err
-	}
+	test := r.evaluate()
 	sum := []float64{train.loss, train.correct, train.count, test.loss, test.correct, test.count}
 	if err := r.w.AllreduceFloat64(sum, mpi.Sum); err != nil {
 		return err
@@ -317,7 +313,7 @@ func (r *run) endEpoch(train *stats, took time.Duration) error {
 }
 
 // evaluate runs this rank's shard of the test set.
-func (r *run) evaluate() (stats, error) {
+func (r *run) evaluate() stats {
 	idx := data.Shard(r.test.N, r.w.Rank(), r.w.Size())
 	eb := r.cfg.EvalBatch
 	x := make([]float32, eb*r.test.SampleSize())
@@ -331,7 +327,7 @@ func (r *run) evaluate() (stats, error) {
 		loss, correct := model.SoftmaxCrossEntropy(nil, logits, y, n, r.model.Classes())
 		st.add(loss, correct, n)
 	}
-	return st, nil
+	return st
 }
 
 // checkpoint writes the current state on rank 0 and prunes old files.
