@@ -1,5 +1,7 @@
 #include "shim.h"
 
+#include <string.h>
+
 static MPI_Datatype tr_type(int t) {
 	switch (t) {
 	case TR_F32: return MPI_FLOAT;
@@ -65,4 +67,95 @@ int tr_abort(int code) { return MPI_Abort(MPI_COMM_WORLD, code); }
 
 void tr_error_string(int code, char *buf, int *len) {
 	if (MPI_Error_string(code, buf, len) != MPI_SUCCESS) *len = 0;
+}
+
+int tr_dup(MPI_Comm in, MPI_Comm *out) {
+	int rc = MPI_Comm_dup(in, out);
+	if (rc != MPI_SUCCESS) return rc;
+	return MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+}
+
+// The reduction kernels, compiled with -O3 so GCC vectorises them (the
+// restrict qualifiers promise no aliasing). Memory-bound: SSE2, the x86-64
+// baseline, already outruns DRAM; see BenchmarkAdd.
+void tr_add_f32(float *restrict dst, const float *restrict src, long n) {
+	for (long i = 0; i < n; i++) dst[i] += src[i];
+}
+
+void tr_scale_f32(float *restrict dst, float s, long n) {
+	for (long i = 0; i < n; i++) dst[i] *= s;
+}
+
+enum { TR_RING_TAG = 0x71 };
+
+// tr_ring_step is one step of a ring allreduce: send n_send floats of send
+// to rank right while receiving n_recv floats from rank left.
+//
+// reduce == 0 (all-gather): the data lands straight in dst.
+// reduce != 0 (reduce-scatter): both sides cut their message into segments
+// of seg floats; incoming segments land in nbuf scratch slots of seg floats
+// and are added into dst as they arrive, while later segments are still on
+// the wire, and each slot is reposted as soon as it is consumed. Sends run
+// in a window of nbuf segments too. MPI's non-overtaking rule matches the
+// segments in order, so one tag suffices; the communicator is the ring's
+// own, so nothing else can match.
+//
+// The step is blocking: when it returns no request is pending, so Go
+// memory handed in is never kept by C beyond the call.
+int tr_ring_step(MPI_Comm c, int left, int right, const float *send, long n_send,
+                 float *dst, long n_recv, float *scratch, long seg, int nbuf, int reduce) {
+	int rc;
+	if (!reduce) {
+		MPI_Request rq[2];
+		rc = MPI_Irecv(dst, (int)n_recv, MPI_FLOAT, left, TR_RING_TAG, c, &rq[0]);
+		if (rc != MPI_SUCCESS) return rc;
+		rc = MPI_Isend(send, (int)n_send, MPI_FLOAT, right, TR_RING_TAG, c, &rq[1]);
+		if (rc != MPI_SUCCESS) { MPI_Cancel(&rq[0]); MPI_Request_free(&rq[0]); return rc; }
+		return MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+	}
+	if (nbuf > 16) nbuf = 16;
+	long sends = (n_send + seg - 1) / seg, recvs = (n_recv + seg - 1) / seg;
+	long next_send = 0, next_recv = 0, done_recv = 0, done_send = 0;
+	// rq[0..nbuf) receives into slot i; rq[nbuf..2nbuf) sends.
+	MPI_Request rq[32];
+	long seg_of[32];
+	for (int i = 0; i < 2 * nbuf; i++) rq[i] = MPI_REQUEST_NULL;
+	for (int i = 0; i < nbuf && next_recv < recvs; i++, next_recv++) {
+		long off = next_recv * seg, n = n_recv - off < seg ? n_recv - off : seg;
+		seg_of[i] = next_recv;
+		rc = MPI_Irecv(scratch + (long)i * seg, (int)n, MPI_FLOAT, left, TR_RING_TAG, c, &rq[i]);
+		if (rc != MPI_SUCCESS) return rc;
+	}
+	for (int i = 0; i < nbuf && next_send < sends; i++, next_send++) {
+		long off = next_send * seg, n = n_send - off < seg ? n_send - off : seg;
+		rc = MPI_Isend(send + off, (int)n, MPI_FLOAT, right, TR_RING_TAG, c, &rq[nbuf + i]);
+		if (rc != MPI_SUCCESS) return rc;
+	}
+	while (done_recv < recvs || done_send < sends) {
+		int idx;
+		rc = MPI_Waitany(2 * nbuf, rq, &idx, MPI_STATUS_IGNORE);
+		if (rc != MPI_SUCCESS) return rc;
+		if (idx == MPI_UNDEFINED) break;
+		if (idx < nbuf) {
+			long k = seg_of[idx], off = k * seg, n = n_recv - off < seg ? n_recv - off : seg;
+			tr_add_f32(dst + off, scratch + (long)idx * seg, n);
+			done_recv++;
+			if (next_recv < recvs) {
+				off = next_recv * seg;
+				n = n_recv - off < seg ? n_recv - off : seg;
+				seg_of[idx] = next_recv++;
+				rc = MPI_Irecv(scratch + (long)idx * seg, (int)n, MPI_FLOAT, left, TR_RING_TAG, c, &rq[idx]);
+				if (rc != MPI_SUCCESS) return rc;
+			}
+		} else {
+			done_send++;
+			if (next_send < sends) {
+				long off = next_send * seg, n = n_send - off < seg ? n_send - off : seg;
+				next_send++;
+				rc = MPI_Isend(send + off, (int)n, MPI_FLOAT, right, TR_RING_TAG, c, &rq[idx]);
+				if (rc != MPI_SUCCESS) return rc;
+			}
+		}
+	}
+	return MPI_SUCCESS;
 }

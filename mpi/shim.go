@@ -5,6 +5,7 @@ package mpi
 
 /*
 #cgo pkg-config: ompi
+#cgo CFLAGS: -O3
 #include "shim.h"
 */
 import "C"

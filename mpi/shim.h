@@ -15,5 +15,10 @@ int tr_bcast(MPI_Comm c, void *buf, int count, int type, int root);
 int tr_barrier(MPI_Comm c);
 int tr_free(MPI_Comm *c);
 int tr_abort(int code);
+int tr_dup(MPI_Comm in, MPI_Comm *out);
+int tr_ring_step(MPI_Comm c, int left, int right, const float *send, long n_send,
+                 float *dst, long n_recv, float *scratch, long seg, int nbuf, int reduce);
+void tr_add_f32(float *dst, const float *src, long n);
+void tr_scale_f32(float *dst, float s, long n);
 void tr_error_string(int code, char *buf, int *len);
 #endif

@@ -47,6 +47,10 @@ type World struct {
 	localRank int
 	localSize int
 	done      bool
+
+	// The ring allreduce's communicator and scratch slots (ring.go).
+	ring    C.MPI_Comm
+	scratch []float32
 }
 
 // Init starts MPI (unless it already runs) at MPI_THREAD_MULTIPLE and
@@ -68,6 +72,11 @@ func Init() (*World, error) {
 		return nil, errorf(rc, w.rank, "MPI_Comm_dup/MPI_Comm_split_type")
 	}
 	w.localRank, w.localSize = int(lrank), int(lsize)
+	// The ring's own communicator, so its point-to-point messages never
+	// match other traffic. Made here because MPI_Comm_dup is collective.
+	if rc := C.tr_dup(w.comm, &w.ring); rc != C.MPI_SUCCESS {
+		return nil, errorf(rc, w.rank, "MPI_Comm_dup(ring)")
+	}
 	return w, nil
 }
 
@@ -167,6 +176,7 @@ func (w *World) Finalize() error {
 		return nil
 	}
 	w.done = true
+	C.tr_free(&w.ring)
 	err := errorf(C.tr_free(&w.comm), w.rank, "MPI_Comm_free")
 	gompi.Stop()
 	return err

@@ -1,0 +1,114 @@
+package mpi
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Ring tuning: the knobs of RingAllreduceFloat32, in one place.
+//
+// A reduce-scatter step receives its chunk in segments of RingSegment
+// floats into RingSlots scratch slots and adds each into the buffer as it
+// lands, while later segments are still being copied. Slots x segment (1
+// MiB by default) is all the extra memory the ring uses, and fits in L2, so
+// the add reads the scratch from cache.
+var (
+	RingSegment = 64 << 10 // floats (256 KiB)
+	RingSlots   = 4
+)
+
+// RingAllreduceFloat32 sums (or averages, op Mean) buf across all ranks in
+// place, with the bandwidth-optimal ring of Patarasuk and Yuan (2009), as
+// Baidu and Horovod use it: the buffer is cut into Size chunks; in N-1
+// reduce-scatter steps each rank sends one chunk to its right neighbour and
+// adds the chunk arriving from its left one, after which rank r holds the
+// complete sum of chunk r+1; in N-1 all-gather steps the complete chunks
+// travel once around the ring. Each rank sends and receives 2(N-1)/N of
+// the buffer, whatever N. For Mean each rank scales only the chunk it
+// completed, before the all-gather.
+//
+// Every rank ends with bit-identical values (each chunk is summed once, by
+// its owner, and copied). Any length works, shorter than Size and zero
+// included; chunks differ in length by at most one element. op must be Sum
+// or Mean.
+func (w *World) RingAllreduceFloat32(buf []float32, op Op) error {
+	if op != Sum && op != Mean {
+		panic("mpi: ring allreduce supports Sum and Mean")
+	}
+	n, r := w.size, w.rank
+	if n == 1 || len(buf) == 0 {
+		return nil
+	}
+	chunk := func(i int) (lo, hi int) {
+		q, rem := len(buf)/n, len(buf)%n
+		lo = i*q + min(i, rem)
+		hi = lo + q
+		if i < rem {
+			hi++
+		}
+		return lo, hi
+	}
+	if _, hi := chunk(0); hi > maxCount {
+		return fmt.Errorf("rank %d: ring allreduce of %d floats: a chunk exceeds MPI's count limit %d", r, len(buf), maxCount)
+	}
+	if need := RingSegment * RingSlots; len(w.scratch) != need {
+		w.scratch = make([]float32, need)
+	}
+	left, right := (r-1+n)%n, (r+1)%n
+	step := func(send, recv int, reduce bool, what string) error {
+		slo, shi := chunk(send)
+		rlo, rhi := chunk(recv)
+		red := C.int(0)
+		if reduce {
+			red = 1
+		}
+		rc := C.tr_ring_step(w.ring, C.int(left), C.int(right),
+			(*C.float)(ptr(buf, slo, shi)), C.long(shi-slo),
+			(*C.float)(ptr(buf, rlo, rhi)), C.long(rhi-rlo),
+			(*C.float)(unsafe.Pointer(&w.scratch[0])), C.long(RingSegment), C.int(RingSlots), red)
+		return errorf(rc, r, what)
+	}
+	for s := 0; s < n-1; s++ {
+		if err := step((r-s+n)%n, (r-s-1+2*n)%n, true, "ring reduce-scatter"); err != nil {
+			return err
+		}
+	}
+	if op == Mean {
+		lo, hi := chunk((r + 1) % n)
+		if hi > lo {
+			C.tr_scale_f32((*C.float)(unsafe.Pointer(&buf[lo])), C.float(1/float32(n)), C.long(hi-lo))
+		}
+	}
+	for s := 0; s < n-1; s++ {
+		if err := step((r+1-s+n)%n, (r-s+n)%n, false, "ring all-gather"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ptr is &buf[lo] for a non-empty range, nil for an empty one (which may
+// sit at the end of buf).
+func ptr(buf []float32, lo, hi int) unsafe.Pointer {
+	if hi == lo {
+		return nil
+	}
+	return unsafe.Pointer(&buf[lo])
+}
+
+// AddFloat32 adds src into dst element by element with the ring's
+// vectorised kernel (exported for its benchmark). It panics if the lengths
+// differ.
+func AddFloat32(dst, src []float32) {
+	if len(dst) != len(src) {
+		panic("mpi: AddFloat32 length mismatch")
+	}
+	if len(dst) > 0 {
+		C.tr_add_f32((*C.float)(unsafe.Pointer(&dst[0])), (*C.float)(unsafe.Pointer(&src[0])), C.long(len(dst)))
+	}
+}

@@ -1,0 +1,131 @@
+package mpi_test
+
+import (
+	"fmt"
+	"hash/crc32"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+	"unsafe"
+
+	"train/mpi"
+	"train/mpi/mpitest"
+)
+
+// TestRingAllreduce compares the ring with MPI_Allreduce under real mpirun
+// for np = 1..5 on the lengths that stress chunking: 0, 1, N-1, N, N+1, a
+// prime near 1e5 and 2^20+3. On values that add exactly in float32 the two
+// must agree bit for bit; on random values within float32 rounding. Every
+// rank must end with the same bits.
+func TestRingAllreduce(t *testing.T) {
+	for np := 1; np <= 5; np++ {
+		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
+			if !mpitest.Launch(t, np, 3*time.Minute) {
+				return
+			}
+			w := world(t)
+			n, r := w.Size(), w.Rank()
+			// Small segments so that even short buffers cross segment
+			// boundaries and reuse every scratch slot.
+			defer func(s, k int) { mpi.RingSegment, mpi.RingSlots = s, k }(mpi.RingSegment, mpi.RingSlots)
+			for _, seg := range []int{7, 64 << 10} {
+				mpi.RingSegment, mpi.RingSlots = seg, 3
+				for _, length := range []int{0, 1, max(n-1, 0), n, n + 1, 99991, 1<<20 + 3} {
+					for _, op := range []mpi.Op{mpi.Sum, mpi.Mean} {
+						checkRing(t, w, length, op, seg)
+					}
+				}
+			}
+			_ = r
+		})
+	}
+}
+
+func checkRing(t *testing.T, w *mpi.World, length int, op mpi.Op, seg int) {
+	t.Helper()
+	r := w.Rank()
+	name := fmt.Sprintf("len %d op %d seg %d", length, op, seg)
+	// Exact: small integers times (rank+1); sums stay far below 2^24.
+	exact := make([]float32, length)
+	for i := range exact {
+		exact[i] = float32((i%1000)*(r+1) - 300)
+	}
+	viaMPI := slices.Clone(exact)
+	if err := w.RingAllreduceFloat32(exact, op); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if err := w.AllreduceFloat32(viaMPI, op); err != nil {
+		t.Fatal(err)
+	}
+	for i := range exact {
+		if op == mpi.Sum && exact[i] != viaMPI[i] {
+			t.Fatalf("%s: ring[%d] = %v, MPI_Allreduce %v", name, i, exact[i], viaMPI[i])
+		}
+		// A mean divides by N: one rounding, possibly in another place.
+		if op == mpi.Mean && math.Abs(float64(exact[i]-viaMPI[i])) > 1e-6*math.Abs(float64(viaMPI[i])) {
+			t.Fatalf("%s: ring mean[%d] = %v, MPI_Allreduce %v", name, i, exact[i], viaMPI[i])
+		}
+	}
+	// Random: equal up to the rounding of a different summation order.
+	rng := rand.New(rand.NewPCG(uint64(length), uint64(r)))
+	random := make([]float32, length)
+	for i := range random {
+		random[i] = float32(rng.NormFloat64())
+	}
+	ref := slices.Clone(random)
+	if err := w.RingAllreduceFloat32(random, op); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AllreduceFloat32(ref, op); err != nil {
+		t.Fatal(err)
+	}
+	n := float64(w.Size())
+	for i := range random {
+		// |error| <= (N-1) ulp of the running sum; the sum of N unit
+		// normals is below 6*sqrt(N) essentially always.
+		if d := math.Abs(float64(random[i] - ref[i])); d > n*1.2e-7*6*math.Sqrt(n) {
+			t.Fatalf("%s: random ring[%d] = %v, MPI_Allreduce %v", name, i, random[i], ref[i])
+		}
+	}
+	// Every rank holds the same bits.
+	for _, buf := range [][]float32{exact, random} {
+		sum := []int64{0}
+		if len(buf) > 0 {
+			sum[0] = int64(crc32.ChecksumIEEE(unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), 4*len(buf))))
+		}
+		lo, hi := slices.Clone(sum), slices.Clone(sum)
+		if err := w.AllreduceInt64(lo, mpi.Min); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.AllreduceInt64(hi, mpi.Max); err != nil {
+			t.Fatal(err)
+		}
+		if lo[0] != hi[0] {
+			t.Fatalf("%s: ranks hold different results", name)
+		}
+	}
+}
+
+// TestAddFloat32 checks the ring's reduction kernel on lengths around its
+// vector widths.
+func TestAddFloat32(t *testing.T) {
+	for _, n := range []int{0, 1, 3, 4, 7, 8, 15, 16, 17, 31, 33, 1000} {
+		dst := make([]float32, n+1)
+		src := make([]float32, n)
+		for i := range src {
+			dst[i], src[i] = float32(i), float32(2*i)+0.5
+		}
+		dst[n] = -1 // past the end: must stay
+		mpi.AddFloat32(dst[:n], src)
+		for i := range n {
+			if dst[i] != float32(3*i)+0.5 {
+				t.Fatalf("n=%d: dst[%d] = %v", n, i, dst[i])
+			}
+		}
+		if dst[n] != -1 {
+			t.Fatalf("n=%d: wrote past the end", n)
+		}
+	}
+}
