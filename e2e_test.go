@@ -307,3 +307,50 @@ func TestTorchLoadsCheckpoint(t *testing.T) {
 	}
 	t.Logf("PyTorch: loss %.6f acc %.2f%%; train: loss %.4f acc %.2f%%", got.Loss, got.Accuracy, ourLoss, ourAcc)
 }
+
+// TestAllreduceAlgorithms: --allreduce ring reaches the parameters of
+// --allreduce mpi, in one bucket or many, overlapped with backward or not
+// (np=3: chunks of unequal length; 0.001 MiB buckets: one per layer of
+// the 784-64-32-10 MLP, so three).
+func TestAllreduceAlgorithms(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--log-every", "20"}
+	run := func(name string, args ...string) map[string][]float32 {
+		ck := filepath.Join(dir, name)
+		r := mustTrain(t, 3, append(append(common, "--checkpoint-dir", ck), args...)...)
+		if _, ranks, _ := finalCRC(t, r); ranks != 3 {
+			t.Fatalf("%s: replica check on %d ranks", name, ranks)
+		}
+		buckets := "in 1 bucket(s)"
+		if strings.Contains(name, "buckets") {
+			buckets = "in 3 bucket(s)"
+		}
+		if !strings.Contains(r.stdout, buckets) {
+			t.Errorf("%s: not %s:\n%s", name, buckets, r.stdout)
+		}
+		return tensors(t, filepath.Join(ck, "step-00000040.safetensors"))
+	}
+	ref := run("mpi-1", "--allreduce", "mpi", "--bucket-mb", "0", "--overlap=false")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"ring-1", []string{"--allreduce", "ring", "--bucket-mb", "0", "--overlap=false"}},
+		{"ring-buckets-overlap", []string{"--allreduce", "ring", "--bucket-mb", "0.001", "--overlap"}},
+		{"ring-buckets", []string{"--allreduce", "ring", "--bucket-mb", "0.001", "--overlap=false"}},
+		{"mpi-buckets-overlap", []string{"--allreduce", "mpi", "--bucket-mb", "0.001", "--overlap"}},
+	} {
+		got := run(tc.name, tc.args...)
+		for name, want := range ref {
+			v := got[name]
+			var worst, scale float64
+			for i := range want {
+				worst = max(worst, math.Abs(float64(v[i]-want[i])))
+				scale = max(scale, math.Abs(float64(want[i])))
+			}
+			if worst > 1e-5*scale {
+				t.Errorf("%s: %s differs from mpi by %.3g (relative %.3g)", tc.name, name, worst, worst/scale)
+			}
+		}
+	}
+}

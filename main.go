@@ -38,6 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"Every option can also be set by its TRAIN_* environment variable.",
 		Flags:           trainFlags,
 		Action:          trainAction,
+		Commands:        []*cli.Command{benchCommand},
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
@@ -80,10 +81,18 @@ func launcherRank() int {
 	return 0
 }
 
-// trainAction starts MPI, trains, and ends the job: normally when every
-// rank finished or every rank knows of the failure, by MPI_Abort when only
-// this rank does (the others may be waiting in a collective).
-func trainAction(c *cli.Context) (err error) {
+// trainAction trains: the root command.
+func trainAction(c *cli.Context) error {
+	return withWorld(c, func(w *mpi.World) error {
+		return trainer.Run(w, trainConfig(c), c.App.Writer)
+	})
+}
+
+// withWorld starts MPI, runs f on this rank, and ends the job: normally
+// when every rank finished or every rank knows of the failure
+// (trainer.JobError), by MPI_Abort when only this rank does (the others
+// may be waiting in a collective) or when f panics.
+func withWorld(c *cli.Context, f func(w *mpi.World) error) (err error) {
 	stderr := c.App.ErrWriter
 	w, err := mpi.Init()
 	if err != nil {
@@ -105,7 +114,7 @@ func trainAction(c *cli.Context) (err error) {
 		}
 	}()
 
-	err = trainer.Run(w, trainConfig(c), c.App.Writer)
+	err = f(w)
 	var je *trainer.JobError
 	switch {
 	case err == nil:

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -217,5 +218,38 @@ func TestMLPLayout(t *testing.T) {
 	}
 	if _, err := Build(Config{Kind: "transformer", Input: [3]int{1, 1, 1}, Classes: 2}); err == nil || err.Error() != `unknown model "transformer": choose one of mlp` {
 		t.Errorf("unknown kind: %v", err)
+	}
+}
+
+// TestGradReadyOrder: Backward reports each finished layer's first
+// parameter offset, from the last layer to the first, after that layer's
+// gradients are written.
+func TestGradReadyOrder(t *testing.T) {
+	m, err := Build(Config{Kind: "mlp", Hidden: []int{5, 4}, Input: [3]int{1, 1, 6}, Classes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init(1)
+	var got []int
+	snap := map[int][]float32{}
+	m.OnGradReady = func(lo int) {
+		got = append(got, lo)
+		snap[lo] = append([]float32(nil), m.Params.Grad[lo:]...)
+	}
+	x := []float32{1, -2, 3, 0.5, -1, 2, 0.3, 0.2, -0.1, 1, 1, 1}
+	clear(m.Params.Grad)
+	logits := m.Forward(x, 2)
+	SoftmaxCrossEntropy(m.LossGrad(2), logits, []int32{0, 2}, 2, 3)
+	m.Backward(2)
+	// Layers: Linear(6,5) @0, ReLU, Linear(5,4) @35, ReLU, Linear(4,3) @59.
+	want := []int{59, 35, 0}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("reported %v, want %v", got, want)
+	}
+	// What was reported final was final: nothing after changed it.
+	for lo, v := range snap {
+		if fmt.Sprint(v) != fmt.Sprint(m.Params.Grad[lo:]) {
+			t.Errorf("gradients from %d changed after they were reported final", lo)
+		}
 	}
 }

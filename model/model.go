@@ -31,9 +31,16 @@ type Model struct {
 	Config Config
 	Params *Params
 	Layers []Layer
-	acts   [][]float32 // acts[i] is layer i's input; acts[len] the logits
-	grads  [][]float32 // gradients of acts, same shapes
-	batch  int
+	// OnGradReady, when set, is called during Backward each time a layer
+	// with parameters is done, with the offset from which the gradient
+	// buffer is final: [lo, Params.Len()). Parameters are laid out in
+	// forward order, so lo only decreases during one Backward. The trainer
+	// starts the allreduce of finished gradient buckets from it.
+	OnGradReady func(lo int)
+	paramLo     []int       // per layer: offset of its first parameter, -1 if none
+	acts        [][]float32 // acts[i] is layer i's input; acts[len] the logits
+	grads       [][]float32 // gradients of acts, same shapes
+	batch       int
 }
 
 // Build constructs the network cfg describes, with zero parameters (call
@@ -51,9 +58,10 @@ func Build(cfg Config) (*Model, error) {
 			if sizes[i+1] <= 0 {
 				return nil, fmt.Errorf("model: hidden layer size %d must be positive", sizes[i+1])
 			}
-			m.Layers = append(m.Layers, NewLinear(m.Params, fmt.Sprintf("net.%d", 2*i), sizes[i], sizes[i+1]))
+			before := m.Params.Len()
+			m.add(NewLinear(m.Params, fmt.Sprintf("net.%d", 2*i), sizes[i], sizes[i+1]), before)
 			if i+2 < len(sizes) {
-				m.Layers = append(m.Layers, NewReLU(sizes[i+1]))
+				m.add(NewReLU(sizes[i+1]), m.Params.Len())
 			}
 		}
 	default:
@@ -61,6 +69,17 @@ func Build(cfg Config) (*Model, error) {
 	}
 	m.Params.Alloc()
 	return m, nil
+}
+
+// add appends layer l, whose parameters (if any) were registered in
+// m.Params from offset before on.
+func (m *Model) add(l Layer, before int) {
+	lo := -1
+	if m.Params.Len() > before {
+		lo = before
+	}
+	m.paramLo = append(m.paramLo, lo)
+	m.Layers = append(m.Layers, l)
 }
 
 // Init draws the parameters from seed, PyTorch's default initialisation
@@ -121,5 +140,8 @@ func (m *Model) Backward(n int) {
 			dx = m.grads[i]
 		}
 		m.Layers[i].Backward(dx, m.grads[i+1], m.acts[i], m.acts[i+1], n)
+		if m.OnGradReady != nil && m.paramLo[i] >= 0 {
+			m.OnGradReady(m.paramLo[i])
+		}
 	}
 }

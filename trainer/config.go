@@ -22,6 +22,8 @@ type Config struct {
 	WeightDecay     float64
 	Seed            uint64
 	Allreduce       string
+	BucketMB        float64 // gradient bucket size; 0: one bucket
+	Overlap         bool    // allreduce buckets during backward
 	CheckpointDir   string
 	CheckpointEvery int // steps; 0: only at the end
 	Keep            int // checkpoints kept; 0: all
@@ -33,7 +35,7 @@ type Config struct {
 }
 
 // Allreduces lists the gradient allreduce algorithms.
-var Allreduces = []string{"mpi"}
+var Allreduces = []string{"ring", "mpi"}
 
 // Validate checks what can be checked without data or MPI.
 func (c *Config) Validate() error {
@@ -54,6 +56,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--checkpoint-every %d: must not be negative", c.CheckpointEvery)
 	case c.Keep < 0:
 		return fmt.Errorf("--keep %d: must not be negative", c.Keep)
+	case c.BucketMB < 0:
+		return fmt.Errorf("--bucket-mb %v: must not be negative", c.BucketMB)
 	case c.LogEvery <= 0:
 		return fmt.Errorf("--log-every %d: must be positive", c.LogEvery)
 	case c.Resume && c.CheckpointDir == "":

@@ -30,6 +30,7 @@ type run struct {
 	train, test *data.Dataset
 	model       *model.Model
 	opt         *optim.SGD
+	sync        *gradSync
 	sampler     data.Sampler
 	state       State // position; Params and Optim alias the live buffers
 	lastSaved   int   // step of the newest checkpoint, -1 if none
@@ -61,6 +62,7 @@ func Run(w *mpi.World, cfg Config, log io.Writer) error {
 	if err := r.broadcastState(); err != nil {
 		return err
 	}
+	defer r.sync.close()
 	return r.loop()
 }
 
@@ -91,6 +93,12 @@ func (r *run) setup() error {
 			c.BatchSize, r.w.Size(), r.train.N/r.w.Size(), r.train.N)
 	}
 	p := r.model.Params
+	reduce := r.w.AllreduceFloat32
+	if c.Allreduce == "ring" {
+		reduce = r.w.RingAllreduceFloat32
+	}
+	r.sync = newGradSync(reduce, p.Grad, makeBuckets(p, int(c.BucketMB*(1<<20))), c.Overlap)
+	r.model.OnGradReady = r.sync.ready
 	r.opt = optim.NewSGD(p.Len(), float32(c.Momentum), float32(c.WeightDecay))
 	r.state = State{Params: p.Data, Optim: r.opt.State()}
 	if c.CheckpointDir != "" && r.w.Rank() == 0 {
@@ -187,8 +195,8 @@ func (r *run) describe() {
 	n := r.w.Size()
 	fmt.Fprintf(r.log, "train: %s model, %d parameters; %s: %d training and %d test samples\n",
 		c.Model, r.model.Params.Len(), filepath.Base(c.DataDir), r.train.N, r.test.N)
-	fmt.Fprintf(r.log, "train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s, sgd lr %g (%s, %d warm-up steps) momentum %g weight decay %g\n",
-		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), c.Allreduce, c.LR, c.LRSchedule, c.WarmupSteps, c.Momentum, c.WeightDecay)
+	fmt.Fprintf(r.log, "train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s, sgd lr %g (%s, %d warm-up steps) momentum %g weight decay %g\n",
+		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), c.Allreduce, len(r.sync.buckets), map[bool]string{true: " overlapped with backward", false: ""}[c.Overlap], c.LR, c.LRSchedule, c.WarmupSteps, c.Momentum, c.WeightDecay)
 }
 
 // stats are sums over samples, allreduced before they are printed.
@@ -217,7 +225,7 @@ func (r *run) loop() error {
 	windowSteps := 0
 	// Time in training steps alone (no evaluation, logging or
 	// checkpoints), for the closing throughput figure.
-	var stepTime time.Duration
+	var stepTime, waitTime time.Duration
 	firstStep := s.Step
 	done := func() bool { return c.MaxSteps > 0 && s.Step >= c.MaxSteps }
 
@@ -230,10 +238,11 @@ func (r *run) loop() error {
 			t0 := time.Now()
 			r.train.Batch(x, y, idx[s.StepInEpoch*b:(s.StepInEpoch+1)*b])
 			clear(p.Grad)
+			r.sync.begin()
 			logits := r.model.Forward(x, b)
 			loss, correct := model.SoftmaxCrossEntropy(r.model.LossGrad(b), logits, y, b, classes)
-			r.model.Backward(b)
-			if err := r.w.AllreduceFloat32(p.Grad, mpi.Mean); err != nil {
+			r.model.Backward(b) // starts the allreduce of finished buckets
+			if err := r.sync.finish(); err != nil {
 				return err
 			}
 			lr := sched.At(s.Step)
@@ -251,9 +260,11 @@ func (r *run) loop() error {
 					return err
 				}
 				el := time.Since(windowStart).Seconds()
-				fmt.Fprintf(r.log, "epoch %d/%d step %d (%d/%d) loss %.4f acc %.2f%% lr %.4g %.0f samples/s\n",
+				wait := r.sync.takeWaiting()
+				waitTime += wait
+				fmt.Fprintf(r.log, "epoch %d/%d step %d (%d/%d) loss %.4f acc %.2f%% lr %.4g %.0f samples/s, gradient wait %.2f ms/step\n",
 					s.Epoch+1, c.Epochs, s.Step, s.StepInEpoch, spe, sum[0]/sum[2], 100*sum[1]/sum[2], lr,
-					float64(windowSteps)*global/el)
+					float64(windowSteps)*global/el, wait.Seconds()*1e3/float64(windowSteps))
 				window, windowSteps, windowStart = stats{}, 0, time.Now()
 			}
 			if c.CheckpointDir != "" && c.CheckpointEvery > 0 && s.Step%c.CheckpointEvery == 0 {
@@ -287,8 +298,10 @@ func (r *run) loop() error {
 		return err
 	}
 	if n := s.Step - firstStep; n > 0 {
-		fmt.Fprintf(r.log, "throughput: %d steps x %d samples in %.2f s of training steps: %.0f samples/s\n",
-			n, int(global), stepTime.Seconds(), float64(n)*global/stepTime.Seconds())
+		waitTime += r.sync.takeWaiting()
+		fmt.Fprintf(r.log, "throughput: %d steps x %d samples in %.2f s of training steps: %.0f samples/s; %.2f ms per step, %.2f ms of it waiting for gradients (rank 0)\n",
+			n, int(global), stepTime.Seconds(), float64(n)*global/stepTime.Seconds(),
+			stepTime.Seconds()*1e3/float64(n), waitTime.Seconds()*1e3/float64(n))
 	}
 	fmt.Fprintf(r.log, "done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", s.Step, r.w.Size(), sum)
 	return nil

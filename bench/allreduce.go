@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"train/mpi"
+)
+
+// AllreduceConfig is `train bench allreduce`, after nccl-tests'
+// all_reduce_perf: float32 sums, in place, for sizes Min, Min*Factor, ...
+// up to Max bytes.
+type AllreduceConfig struct {
+	Min, Max int64 // bytes
+	Factor   int64
+	Warmup   int
+	Iters    int
+	Algos    []string // "ring", "mpi"
+	CSV      bool
+}
+
+// Allreducers maps algorithm names to the World's in-place allreduces.
+func Allreducers(w *mpi.World) map[string]func([]float32, mpi.Op) error {
+	return map[string]func([]float32, mpi.Op) error{
+		"ring": w.RingAllreduceFloat32,
+		"mpi":  w.AllreduceFloat32,
+	}
+}
+
+// Validate checks the sizes, counts and algorithm names.
+func (c *AllreduceConfig) Validate() error {
+	switch {
+	case c.Min < 4 || c.Max < c.Min:
+		return fmt.Errorf("-b %d -e %d: need 4 <= min <= max bytes", c.Min, c.Max)
+	case c.Factor < 2:
+		return fmt.Errorf("-f %d: the size factor must be at least 2", c.Factor)
+	case c.Warmup < 0 || c.Iters < 1:
+		return fmt.Errorf("-w %d -n %d: need warm-up >= 0 and iterations >= 1", c.Warmup, c.Iters)
+	}
+	for _, a := range c.Algos {
+		if a != "ring" && a != "mpi" {
+			return fmt.Errorf("--algo %q: choose ring and/or mpi", a)
+		}
+	}
+	return nil
+}
+
+// Allreduce runs the benchmark on every rank; rank 0 writes the table.
+//
+// For each size and algorithm: one checked run on values whose sums are
+// exact in float32 (the wrong column counts elements that differ from the
+// expected sum on any rank), then Warmup untimed and Iters timed runs back
+// to back between barriers. time is the slowest rank's mean per run; algbw
+// = bytes / time; busbw = algbw x 2(N-1)/N, the bandwidth each rank's link
+// must sustain for a ring, comparable across N (nccl-tests' definition).
+func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
+	if w.Rank() != 0 {
+		out = io.Discard
+	}
+	n := w.Size()
+	algos := Allreducers(w)
+	maxCount := c.Max / 4
+	buf := make([]float32, maxCount)
+
+	var memcpy float64
+	if w.Rank() == 0 {
+		memcpy = MemcpyGBs(64 << 20)
+	}
+	if err := w.Barrier(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "# train bench allreduce: %d rank(s), float32 sum in place, %d warm-up + %d timed iterations; ring segment %d KiB x %d slots\n",
+		n, c.Warmup, c.Iters, mpi.RingSegment*4>>10, mpi.RingSlots)
+	fmt.Fprintf(out, "# memcpy, 1 thread, 64 MiB (rank 0): %.2f GB/s\n", memcpy)
+	if c.CSV {
+		fmt.Fprintln(out, "bytes,count,algo,time_us,algbw_gbs,busbw_gbs,wrong")
+	} else {
+		fmt.Fprintf(out, "%12s %11s %5s %11s %11s %11s %6s\n", "bytes", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "wrong")
+	}
+	for size := c.Min; size <= c.Max; size *= c.Factor {
+		count := size / 4
+		b := buf[:count]
+		for _, name := range c.Algos {
+			f := algos[name]
+			wrong, err := checkAllreduce(w, b, f)
+			if err != nil {
+				return err
+			}
+			for i := range b {
+				b[i] = 1e-3
+			}
+			for range c.Warmup {
+				if err := f(b, mpi.Sum); err != nil {
+					return err
+				}
+			}
+			if err := w.Barrier(); err != nil {
+				return err
+			}
+			start := time.Now()
+			for range c.Iters {
+				if err := f(b, mpi.Sum); err != nil {
+					return err
+				}
+			}
+			el := []float64{time.Since(start).Seconds() / float64(c.Iters)}
+			if err := w.AllreduceFloat64(el, mpi.Max); err != nil {
+				return err
+			}
+			t := el[0]
+			algbw := float64(count*4) / t / 1e9
+			busbw := algbw * 2 * float64(n-1) / float64(n)
+			if c.CSV {
+				fmt.Fprintf(out, "%d,%d,%s,%.2f,%.4f,%.4f,%d\n", count*4, count, name, t*1e6, algbw, busbw, wrong)
+			} else {
+				fmt.Fprintf(out, "%12d %11d %5s %11.1f %11.3f %11.3f %6d\n", count*4, count, name, t*1e6, algbw, busbw, wrong)
+			}
+		}
+		if c.Factor > 1 && size > c.Max/c.Factor {
+			break
+		}
+	}
+	rss := []float64{float64(PeakRSS())}
+	if err := w.AllreduceFloat64(rss, mpi.Max); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "# peak resident memory, largest rank: %.1f MiB (buffer %.1f MiB; the ring's scratch is %d KiB)\n",
+		rss[0]/(1<<20), float64(c.Max)/(1<<20), mpi.RingSegment*mpi.RingSlots*4>>10)
+	return nil
+}
+
+// checkAllreduce runs f once on values that sum exactly and returns how
+// many elements are wrong on any rank (summed over ranks).
+func checkAllreduce(w *mpi.World, b []float32, f func([]float32, mpi.Op) error) (int64, error) {
+	r, n := w.Rank(), w.Size()
+	for i := range b {
+		b[i] = float32((i%97 + 1) * (r + 1))
+	}
+	if err := f(b, mpi.Sum); err != nil {
+		return 0, err
+	}
+	tri := n * (n + 1) / 2
+	var wrong int64
+	for i, v := range b {
+		if v != float32((i%97+1)*tri) {
+			wrong++
+		}
+	}
+	sum := []int64{wrong}
+	if err := w.AllreduceInt64(sum, mpi.Sum); err != nil {
+		return 0, err
+	}
+	return sum[0], nil
+}
+
+// ParseAlgos splits a comma-separated list.
+func ParseAlgos(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}

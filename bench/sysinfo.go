@@ -1,0 +1,48 @@
+package bench
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// PeakRSS is this process's peak resident memory in bytes (VmHWM), 0 if
+// /proc does not say.
+func PeakRSS() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// MemcpyGBs measures single-thread copy bandwidth (bytes copied per
+// second, in GB/s) with Go's copy between two buffers of size bytes, best
+// of a few rounds.
+func MemcpyGBs(size int) float64 {
+	src := make([]byte, size)
+	dst := make([]byte, size)
+	for i := range src {
+		src[i] = byte(i)
+	}
+	copy(dst, src) // fault the pages in
+	best := 0.0
+	for range 5 {
+		t := time.Now()
+		copy(dst, src)
+		if gbs := float64(size) / time.Since(t).Seconds() / 1e9; gbs > best {
+			best = gbs
+		}
+	}
+	return best
+}

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"train/bench"
+	"train/mpi"
+)
+
+// `train bench ...`: measurements under mpirun, printed by rank 0.
+
+var benchCommand = &cli.Command{
+	Name:  "bench",
+	Usage: "benchmarks, run under mpirun like training",
+	Subcommands: []*cli.Command{{
+		Name:  "allreduce",
+		Usage: "allreduce bandwidth by size and algorithm, in the manner of nccl-tests' all_reduce_perf",
+		UsageText: "mpirun -np N train bench allreduce [-b 8] [-e 256M] [-f 4] [--algo ring,mpi] [--csv]\n" +
+			"busbw = algbw x 2(N-1)/N; wrong counts elements that differ from the exact sum.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "minbytes", Aliases: []string{"b"}, Value: "8", Usage: "smallest size (bytes; K, M, G suffixes)"},
+			&cli.StringFlag{Name: "maxbytes", Aliases: []string{"e"}, Value: "256M", Usage: "largest size"},
+			&cli.Int64Flag{Name: "stepfactor", Aliases: []string{"f"}, Value: 4, Usage: "multiply the size by this each row"},
+			&cli.IntFlag{Name: "warmup_iters", Aliases: []string{"w"}, Value: 5, Usage: "untimed runs per size and algorithm"},
+			&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: 20, Usage: "timed runs per size and algorithm"},
+			&cli.StringFlag{Name: "algo", Value: "ring,mpi", Usage: "algorithms, comma-separated: ring, mpi"},
+			&cli.BoolFlag{Name: "csv", Usage: "machine-readable output"},
+			&cli.IntFlag{Name: "segment-kb", Value: mpi.RingSegment * 4 >> 10, Usage: "ring: segment size in KiB"},
+			&cli.IntFlag{Name: "slots", Value: mpi.RingSlots, Usage: "ring: scratch slots (segments in flight)"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg := bench.AllreduceConfig{
+				Factor: c.Int64("stepfactor"), Warmup: c.Int("warmup_iters"), Iters: c.Int("iters"),
+				Algos: bench.ParseAlgos(c.String("algo")), CSV: c.Bool("csv"),
+			}
+			var err error
+			if cfg.Min, err = bench.ParseSize(c.String("minbytes")); err != nil {
+				return fmt.Errorf("-b: %v", err)
+			}
+			if cfg.Max, err = bench.ParseSize(c.String("maxbytes")); err != nil {
+				return fmt.Errorf("-e: %v", err)
+			}
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			if kb, slots := c.Int("segment-kb"), c.Int("slots"); kb < 1 || slots < 1 || slots > 16 {
+				return fmt.Errorf("--segment-kb %d --slots %d: need at least 1 KiB and 1 to 16 slots", kb, slots)
+			}
+			mpi.RingSegment, mpi.RingSlots = c.Int("segment-kb")<<10/4, c.Int("slots")
+			return withWorld(c, func(w *mpi.World) error {
+				return bench.Allreduce(w, cfg, c.App.Writer)
+			})
+		},
+	}},
+}

@@ -1,0 +1,135 @@
+package trainer
+
+import (
+	"fmt"
+	"runtime"
+	"time"
+
+	"train/model"
+	"train/mpi"
+)
+
+// bucket is a contiguous range [lo, hi) of the flat gradient buffer,
+// reduced by one allreduce, in place.
+type bucket struct{ lo, hi int }
+
+// makeBuckets groups whole tensors into buckets of at least capBytes
+// (Horovod's fusion threshold, DDP's bucket_cap_mb), in the order backward
+// finishes them: from the end of the buffer to its start. A tensor larger
+// than the cap is a bucket of its own; capBytes <= 0 makes one bucket.
+func makeBuckets(p *model.Params, capBytes int) []bucket {
+	var bs []bucket
+	hi := p.Len()
+	for i := len(p.Tensors) - 1; i >= 0; i-- {
+		t := p.Tensors[i]
+		if capBytes > 0 && 4*(hi-t.Offset) >= capBytes {
+			bs = append(bs, bucket{t.Offset, hi})
+			hi = t.Offset
+		}
+	}
+	if hi > 0 || len(bs) == 0 {
+		bs = append(bs, bucket{0, hi})
+	}
+	return bs
+}
+
+// gradSync averages the gradient buffer across ranks bucket by bucket.
+//
+// With overlap, a communication goroutine (the only one calling the
+// allreduce during a step) reduces each bucket as soon as backward reports
+// it final (model.Model.OnGradReady), while backward computes the layers
+// below; finish waits for the rest. Without overlap, finish reduces every
+// bucket after backward, in the training goroutine. Either way each bucket
+// is a slice of the one gradient buffer: nothing is copied.
+type gradSync struct {
+	reduce  func([]float32, mpi.Op) error
+	grad    []float32
+	buckets []bucket
+	overlap bool
+
+	next    int // first bucket not yet handed to the communication goroutine
+	work    chan bucket
+	done    chan error
+	waiting time.Duration // time finish spent blocked, since the last take
+}
+
+func newGradSync(reduce func([]float32, mpi.Op) error, grad []float32, buckets []bucket, overlap bool) *gradSync {
+	g := &gradSync{reduce: reduce, grad: grad, buckets: buckets, overlap: overlap}
+	if overlap {
+		g.work = make(chan bucket, len(buckets))
+		g.done = make(chan error, len(buckets))
+		go g.communicate()
+	}
+	return g
+}
+
+// communicate is the communication goroutine. It keeps one OS thread, so
+// MPI sees one thread per role; a panic becomes an error for finish, not
+// a crash with a trace.
+func (g *gradSync) communicate() {
+	runtime.LockOSThread()
+	for b := range g.work {
+		g.done <- g.reduceBucket(b)
+	}
+}
+
+func (g *gradSync) reduceBucket(b bucket) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("internal error in gradient allreduce: %v", p)
+		}
+	}()
+	return g.reduce(g.grad[b.lo:b.hi], mpi.Mean)
+}
+
+// begin starts a step's synchronisation, before backward.
+func (g *gradSync) begin() { g.next = 0 }
+
+// ready is the backward hook: gradients from lo on are final, so every
+// bucket lying there can go.
+func (g *gradSync) ready(lo int) {
+	if !g.overlap {
+		return
+	}
+	for g.next < len(g.buckets) && g.buckets[g.next].lo >= lo {
+		g.work <- g.buckets[g.next]
+		g.next++
+	}
+}
+
+// finish reduces what is left and waits until every bucket is done.
+func (g *gradSync) finish() error {
+	start := time.Now()
+	defer func() { g.waiting += time.Since(start) }()
+	if !g.overlap {
+		for _, b := range g.buckets {
+			if err := g.reduceBucket(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	g.ready(0)
+	for range g.buckets {
+		// On a failure return at once: later buckets may never complete,
+		// and the caller aborts the job.
+		if err := <-g.done; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// takeWaiting returns the time finish spent blocked since the last call.
+func (g *gradSync) takeWaiting() time.Duration {
+	w := g.waiting
+	g.waiting = 0
+	return w
+}
+
+// close stops the communication goroutine.
+func (g *gradSync) close() {
+	if g.overlap {
+		close(g.work)
+	}
+}
