@@ -34,7 +34,7 @@ var (
 	momFlag     = &cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "SGD momentum", EnvVars: env("MOMENTUM"), Category: catOptim}
 	wdFlag      = &cli.Float64Flag{Name: "weight-decay", Value: 0, Usage: "L2 weight decay", EnvVars: env("WEIGHT_DECAY"), Category: catOptim}
 	seedFlag    = &cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the initial parameters and of the data order", EnvVars: env("SEED"), Category: catOptim}
-	arFlag      = &cli.StringFlag{Name: "allreduce", Value: "mpi", Usage: "gradient allreduce: ring (ours, reduce-scatter + all-gather) or mpi (MPI_Allreduce)", EnvVars: env("ALLREDUCE"), Category: catDist}
+	arFlag      = &cli.StringFlag{Name: "allreduce", Value: "ring", Usage: "gradient allreduce: ring (ours, reduce-scatter + all-gather) or mpi (MPI_Allreduce)", EnvVars: env("ALLREDUCE"), Category: catDist}
 	bucketFlag  = &cli.Float64Flag{Name: "bucket-mb", Value: 25, Usage: "gradient bucket size in MiB, whole tensors in backward order (0: one bucket)", EnvVars: env("BUCKET_MB"), Category: catDist}
 	overlapFlag = &cli.BoolFlag{Name: "overlap", Value: true, Usage: "allreduce each bucket while backward computes the layers below it (--overlap=false: after backward)", EnvVars: env("OVERLAP"), Category: catDist}
 	ckDirFlag   = &cli.StringFlag{Name: "checkpoint-dir", Usage: "directory for rank 0's checkpoints (safetensors); also written at the end", EnvVars: env("CHECKPOINT_DIR"), Category: catCkpt}

@@ -66,7 +66,7 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 
 	var memcpy float64
 	if w.Rank() == 0 {
-		memcpy = MemcpyGBs(64 << 20)
+		memcpy = MemcpyGBs(buf, 64<<20)
 	}
 	if err := w.Barrier(); err != nil {
 		return err
