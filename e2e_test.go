@@ -354,3 +354,38 @@ func TestAllreduceAlgorithms(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchAllreduce: `train bench allreduce --csv` under mpirun gives one
+// row per size and algorithm, every element right, positive bandwidths;
+// bad sizes are one-line errors.
+func TestBenchAllreduce(t *testing.T) {
+	for _, np := range []int{2, 3} {
+		r := mustTrain(t, np, "bench", "allreduce", "-b", "4", "-e", "1M", "-f", "8", "-n", "3", "-w", "1", "--csv")
+		var rows [][]string
+		for _, l := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+			if !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "bytes,") {
+				rows = append(rows, strings.Split(l, ","))
+			}
+		}
+		// 4, 32, 256, 2K, 16K, 128K, 1M bytes x ring, mpi
+		if len(rows) != 14 {
+			t.Fatalf("np=%d: %d rows:\n%s", np, len(rows), r.stdout)
+		}
+		for i, row := range rows {
+			wantBytes := 4 << (3 * (i / 2))
+			algo := []string{"ring", "mpi"}[i%2]
+			busbw, _ := strconv.ParseFloat(row[5], 64)
+			if len(row) != 7 || row[0] != strconv.Itoa(wantBytes) || row[2] != algo || row[6] != "0" || !(busbw > 0) {
+				t.Errorf("np=%d: row %v, want %d bytes, %s, busbw > 0, 0 wrong", np, row, wantBytes, algo)
+			}
+		}
+		if !strings.Contains(r.stdout, "# memcpy, 1 thread") || !strings.Contains(r.stdout, "# peak resident memory") {
+			t.Errorf("np=%d: header or footer missing:\n%s", np, r.stdout)
+		}
+	}
+	bad := trainRun(t, 2, time.Minute, nil, "bench", "allreduce", "-e", "lots")
+	if lines := trainLines(bad.stderr); bad.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], `size "lots"`) {
+		t.Errorf("bad size: exit %d, %q", bad.code, bad.stderr)
+	}
+	noTrace(t, bad)
+}

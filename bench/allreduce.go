@@ -113,7 +113,7 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 			algbw := float64(count*4) / t / 1e9
 			busbw := algbw * 2 * float64(n-1) / float64(n)
 			if c.CSV {
-				fmt.Fprintf(out, "%d,%d,%s,%.2f,%.4f,%.4f,%d\n", count*4, count, name, t*1e6, algbw, busbw, wrong)
+				fmt.Fprintf(out, "%d,%d,%s,%.6g,%.6g,%.6g,%d\n", count*4, count, name, t*1e6, algbw, busbw, wrong)
 			} else {
 				fmt.Fprintf(out, "%12d %11d %5s %11.1f %11.3f %11.3f %6d\n", count*4, count, name, t*1e6, algbw, busbw, wrong)
 			}
