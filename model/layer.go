@@ -16,7 +16,35 @@ type Layer interface {
 	Backward(dx, dy, x, y []float32, n int)
 }
 
-// initializer is a layer with parameters to draw at the start.
+// initializer is a layer with parameters (or buffers) to set at the start.
 type initializer interface {
 	init(rng *rand.Rand)
+}
+
+// Mode is what layers need to know of the pass that runs them; the model
+// shares one with all its layers.
+type Mode struct {
+	// Training selects batch statistics in BatchNorm (and updates the
+	// running ones); false is evaluation.
+	Training bool
+	// Reduce, when set, sums small float64 vectors across the data-parallel
+	// replicas in place: synchronised BatchNorm. Nil: each replica alone.
+	Reduce func([]float64)
+}
+
+// scratch is memory layers borrow for the length of one call (the im2col
+// matrix), shared by all layers of a model so it is sized by the largest.
+type scratch struct{ buf []float32 }
+
+func (s *scratch) get(n int) []float32 {
+	if cap(s.buf) < n {
+		s.buf = make([]float32, n)
+	}
+	return s.buf[:n]
+}
+
+// flopCounter is a layer that reports its matrix-multiply work per sample:
+// forward, the weight gradient, and the input gradient.
+type flopCounter interface {
+	flops() (fwd, dw, dx int64)
 }

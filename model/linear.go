@@ -91,3 +91,8 @@ func (r *ReLU) Backward(dx, dy, _, y []float32, n int) {
 		}
 	}
 }
+
+func (l *Linear) flops() (fwd, dw, dx int64) {
+	f := 2 * int64(l.in) * int64(l.out)
+	return f, f, f
+}

@@ -10,10 +10,11 @@ import (
 // Config says which network to build; it is stored in checkpoints so a
 // resumed run can check it builds the same one.
 type Config struct {
-	Kind    string `json:"kind"`    // "mlp"
-	Hidden  []int  `json:"hidden"`  // MLP hidden layer sizes
-	Input   [3]int `json:"input"`   // C, H, W of one sample
-	Classes int    `json:"classes"` // outputs
+	Kind    string `json:"kind"`            // "mlp", "cnn" or "resnet"
+	Hidden  []int  `json:"hidden"`          // MLP hidden layer sizes
+	Depth   int    `json:"depth,omitempty"` // ResNet depth, 6n+2
+	Input   [3]int `json:"input"`           // C, H, W of one sample
+	Classes int    `json:"classes"`         // outputs
 }
 
 // String is the config as JSON.
@@ -23,7 +24,7 @@ func (c Config) String() string {
 }
 
 // Kinds lists the models Build knows.
-var Kinds = []string{"mlp"}
+var Kinds = []string{"mlp", "cnn", "resnet"}
 
 // Model is a network of layers applied in sequence, with its parameters and
 // the activation buffers of the largest batch seen.
@@ -37,10 +38,14 @@ type Model struct {
 	// forward order, so lo only decreases during one Backward. The trainer
 	// starts the allreduce of finished gradient buckets from it.
 	OnGradReady func(lo int)
-	paramLo     []int       // per layer: offset of its first parameter, -1 if none
-	acts        [][]float32 // acts[i] is layer i's input; acts[len] the logits
-	grads       [][]float32 // gradients of acts, same shapes
-	batch       int
+	// Mode is shared with the layers: training or evaluation, and the
+	// cross-replica reduction of synchronised BatchNorm.
+	Mode    *Mode
+	scr     *scratch
+	paramLo []int       // per layer: offset of its first parameter, -1 if none
+	acts    [][]float32 // acts[i] is layer i's input; acts[len] the logits
+	grads   [][]float32 // gradients of acts, same shapes
+	batch   int
 }
 
 // Build constructs the network cfg describes, with zero parameters (call
@@ -50,7 +55,7 @@ func Build(cfg Config) (*Model, error) {
 	if in <= 0 || cfg.Classes <= 0 {
 		return nil, fmt.Errorf("model: bad input shape %v or %d classes", cfg.Input, cfg.Classes)
 	}
-	m := &Model{Config: cfg, Params: &Params{}}
+	m := &Model{Config: cfg, Params: &Params{}, Mode: &Mode{Training: true}, scr: &scratch{}}
 	switch cfg.Kind {
 	case "mlp":
 		sizes := append(append([]int{in}, cfg.Hidden...), cfg.Classes)
@@ -64,11 +69,97 @@ func Build(cfg Config) (*Model, error) {
 				m.add(NewReLU(sizes[i+1]), m.Params.Len())
 			}
 		}
+	case "cnn":
+		m.buildCNN()
+	case "resnet":
+		if cfg.Depth < 8 || (cfg.Depth-2)%6 != 0 {
+			return nil, fmt.Errorf("--depth %d: a CIFAR ResNet has depth 6n+2 (20, 32, 44, 56, 110)", cfg.Depth)
+		}
+		m.buildResNet()
 	default:
 		return nil, fmt.Errorf("unknown model %q: choose one of %s", cfg.Kind, strings.Join(Kinds, ", "))
 	}
 	m.Params.Alloc()
 	return m, nil
+}
+
+// buildCNN is the classic two-convolution network for 28x28 (or 32x32)
+// images:
+//
+//	conv1 5x5 -> 32, pad 2, ReLU, 2x2 max pool
+//	conv2 5x5 -> 64, pad 2, ReLU, 2x2 max pool
+//	flatten, fc1 -> 128, ReLU, fc2 -> classes
+func (m *Model) buildCNN() {
+	c, h, w := m.Config.Input[0], m.Config.Input[1], m.Config.Input[2]
+	p := m.Params
+	m.add(NewToNHWC(c, h, w), p.Len())
+	for i, out := range []int{32, 64} {
+		before := p.Len()
+		m.add(NewConv2D(p, m.scr, fmt.Sprintf("conv%d", i+1), c, h, w, out, 5, 1, 2, true), before)
+		m.add(NewReLU(h*w*out), p.Len())
+		m.add(NewMaxPool2d(out, h, w, 2), p.Len())
+		c, h, w = out, h/2, w/2
+	}
+	m.add(NewFlatten(c, h, w), p.Len())
+	before := p.Len()
+	m.add(NewLinear(p, "fc1", c*h*w, 128), before)
+	m.add(NewReLU(128), p.Len())
+	before = p.Len()
+	m.add(NewLinear(p, "fc2", 128, m.Config.Classes), before)
+}
+
+// buildResNet is the CIFAR ResNet of He et al. 2016 (section 4.2): a 3x3
+// convolution to 16 channels with BatchNorm and ReLU, three stages of n =
+// (depth-2)/6 BasicBlocks with 16, 32 and 64 channels (the second and
+// third start with stride 2), global average pooling and a linear layer.
+// Named as the README's PyTorch module: conv1, bn1, layer1..3.i, linear.
+func (m *Model) buildResNet() {
+	c, h, w := m.Config.Input[0], m.Config.Input[1], m.Config.Input[2]
+	p := m.Params
+	m.add(NewToNHWC(c, h, w), p.Len())
+	before := p.Len()
+	m.add(NewConv2D(p, m.scr, "conv1", c, h, w, 16, 3, 1, 1, false), before)
+	before = p.Len()
+	m.add(NewBatchNorm2d(p, m.Mode, "bn1", 16, h, w), before)
+	m.add(NewReLU(h*w*16), p.Len())
+	c = 16
+	n := (m.Config.Depth - 2) / 6
+	for stage, out := range []int{16, 32, 64} {
+		for i := range n {
+			stride := 1
+			if stage > 0 && i == 0 {
+				stride = 2
+			}
+			before := p.Len()
+			blk := NewBasicBlock(p, m.scr, m.Mode, fmt.Sprintf("layer%d.%d", stage+1, i), c, h, w, out, stride)
+			m.add(blk, before)
+			c, h, w = out, (h+2-3)/stride+1, (w+2-3)/stride+1
+		}
+	}
+	m.add(NewGlobalAvgPool(c, h, w), p.Len())
+	before = p.Len()
+	m.add(NewLinear(p, "linear", c, m.Config.Classes), before)
+}
+
+// FLOPs is the matrix-multiply work of one training sample (forward, the
+// weight gradients, and the input gradients of every layer but the
+// first): the useful FLOPs a step's speed is measured against.
+func (m *Model) FLOPs() (forward, train int64) {
+	first := true
+	for _, l := range m.Layers {
+		f, ok := l.(flopCounter)
+		if !ok {
+			continue
+		}
+		fwd, dw, dx := f.flops()
+		forward += fwd
+		train += fwd + dw
+		if !first {
+			train += dx
+		}
+		first = false
+	}
+	return forward, train
 }
 
 // add appends layer l, whose parameters (if any) were registered in

@@ -1,0 +1,146 @@
+package model
+
+import "math/rand/v2"
+
+// BasicBlock is the residual block of He et al. 2016 (CIFAR ResNets) with
+// a projection shortcut where the shape changes:
+//
+//	out = relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x))
+//
+// conv1 is 3x3 with the block's stride, conv2 3x3 stride 1, both without
+// bias; shortcut is the identity, or a 1x1 convolution with the stride
+// followed by BatchNorm (prefix.shortcut.0, prefix.shortcut.1, as in
+// nn.Sequential) when the stride or the channel count changes. NHWC.
+type BasicBlock struct {
+	conv1, conv2, scConv *Conv2D
+	bn1, bn2, scBN       *BatchNorm2d
+	in, out              int // values per sample
+	// Activations kept from Forward for Backward, and backward scratch.
+	c1, b1, r1, c2, b2, s1, s2 []float32
+	g, t1, t2, dxs             []float32
+	batch                      int
+}
+
+// NewBasicBlock builds a block from (h, w, inC) to (h/stride, w/stride,
+// outC).
+func NewBasicBlock(p *Params, scr *scratch, mode *Mode, prefix string, inC, h, w, outC, stride int) *BasicBlock {
+	b := &BasicBlock{}
+	b.conv1 = NewConv2D(p, scr, prefix+".conv1", inC, h, w, outC, 3, stride, 1, false)
+	oh, ow := b.conv1.outH, b.conv1.outW
+	b.bn1 = NewBatchNorm2d(p, mode, prefix+".bn1", outC, oh, ow)
+	b.conv2 = NewConv2D(p, scr, prefix+".conv2", outC, oh, ow, outC, 3, 1, 1, false)
+	b.bn2 = NewBatchNorm2d(p, mode, prefix+".bn2", outC, oh, ow)
+	if stride != 1 || inC != outC {
+		b.scConv = NewConv2D(p, scr, prefix+".shortcut.0", inC, h, w, outC, 1, stride, 0, false)
+		b.scBN = NewBatchNorm2d(p, mode, prefix+".shortcut.1", outC, oh, ow)
+	}
+	b.in, b.out = h*w*inC, oh*ow*outC
+	return b
+}
+
+func (b *BasicBlock) InSize() int  { return b.in }
+func (b *BasicBlock) OutSize() int { return b.out }
+
+func (b *BasicBlock) parts() []Layer {
+	ls := []Layer{b.conv1, b.bn1, b.conv2, b.bn2}
+	if b.scConv != nil {
+		ls = append(ls, b.scConv, b.scBN)
+	}
+	return ls
+}
+
+func (b *BasicBlock) ensure(n int) {
+	if n <= b.batch {
+		return
+	}
+	b.batch = n
+	o := n * b.out
+	for _, p := range []*[]float32{&b.c1, &b.b1, &b.r1, &b.c2, &b.b2, &b.g, &b.t1, &b.t2} {
+		*p = make([]float32, o)
+	}
+	if b.scConv != nil {
+		b.s1, b.s2 = make([]float32, o), make([]float32, o)
+		b.dxs = make([]float32, n*b.in)
+	}
+}
+
+// Forward: y (n, out) from x (n, in).
+func (b *BasicBlock) Forward(y, x []float32, n int) {
+	b.ensure(n)
+	o := n * b.out
+	b.conv1.Forward(b.c1, x, n)
+	b.bn1.Forward(b.b1, b.c1, n)
+	for i, v := range b.b1[:o] {
+		b.r1[i] = max(v, 0)
+	}
+	b.conv2.Forward(b.c2, b.r1, n)
+	b.bn2.Forward(b.b2, b.c2, n)
+	short := x
+	if b.scConv != nil {
+		b.scConv.Forward(b.s1, x, n)
+		b.scBN.Forward(b.s2, b.s1, n)
+		short = b.s2
+	}
+	for i, v := range b.b2[:o] {
+		y[i] = max(v+short[i], 0)
+	}
+}
+
+// Backward through both branches; dx is the sum of their input gradients.
+func (b *BasicBlock) Backward(dx, dy, x, y []float32, n int) {
+	o := n * b.out
+	g := b.g[:o] // gradient of the sum before the last ReLU
+	for i, v := range y[:o] {
+		if v > 0 {
+			g[i] = dy[i]
+		} else {
+			g[i] = 0
+		}
+	}
+	// Residual branch, last layer first.
+	b.bn2.Backward(b.t1, g, b.c2, b.b2, n)      // t1 = d c2
+	b.conv2.Backward(b.t2, b.t1, b.r1, b.c2, n) // t2 = d r1
+	for i, v := range b.b1[:o] {
+		if v <= 0 {
+			b.t2[i] = 0
+		}
+	}
+	b.bn1.Backward(b.t1, b.t2, b.c1, b.b1, n) // t1 = d c1
+	// Shortcut.
+	if b.scConv != nil {
+		b.scBN.Backward(b.t2, g, b.s1, b.s2, n) // t2 = d s1
+		if dx == nil {
+			b.scConv.Backward(nil, b.t2, x, b.s1, n)
+			b.conv1.Backward(nil, b.t1, x, b.c1, n)
+			return
+		}
+		b.scConv.Backward(b.dxs, b.t2, x, b.s1, n)
+		b.conv1.Backward(dx, b.t1, x, b.c1, n)
+		for i, v := range b.dxs[:n*b.in] {
+			dx[i] += v
+		}
+		return
+	}
+	b.conv1.Backward(dx, b.t1, x, b.c1, n)
+	if dx != nil {
+		for i, v := range g {
+			dx[i] += v
+		}
+	}
+}
+
+func (b *BasicBlock) init(rng *rand.Rand) {
+	for _, l := range b.parts() {
+		l.(initializer).init(rng)
+	}
+}
+
+func (b *BasicBlock) flops() (fwd, dw, dx int64) {
+	for _, l := range b.parts() {
+		if f, ok := l.(flopCounter); ok {
+			a, c, d := f.flops()
+			fwd, dw, dx = fwd+a, dw+c, dx+d
+		}
+	}
+	return fwd, dw, dx
+}

@@ -1,0 +1,208 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// Conv2D is torch.nn.Conv2d (square kernel, equal stride and padding on
+// both axes, no groups or dilation) on NHWC activations: x is (n, inH,
+// inW, inC), y is (n, outH, outW, outC). The weight keeps PyTorch's layout
+// (outC, inC, k, k) so checkpoints load into PyTorch.
+//
+// It is im2col + GEMM. Each row of the im2col matrix is one output pixel's
+// receptive field ordered (ki, kj, c), so it is built from contiguous
+// copies of inC values out of the NHWC input, and the GEMM writes y in
+// NHWC directly. The weight is permuted to (outC, k, k, inC) for it on
+// each call (it is small); its gradient comes back the same way. A 1x1
+// stride-1 unpadded convolution uses x itself as the im2col matrix.
+type Conv2D struct {
+	p                *Params
+	W, B             Tensor
+	bias             bool
+	inC, inH, inW    int
+	outC, outH, outW int
+	k, stride, pad   int
+	wt, dwt          []float32 // weight and its gradient as (outC, k, k, inC)
+	scr              *scratch
+}
+
+// NewConv2D registers prefix.weight (outC, inC, k, k) and, with bias,
+// prefix.bias (outC).
+func NewConv2D(p *Params, scr *scratch, prefix string, inC, inH, inW, outC, k, stride, pad int, bias bool) *Conv2D {
+	c := &Conv2D{p: p, bias: bias, inC: inC, inH: inH, inW: inW, outC: outC, k: k, stride: stride, pad: pad, scr: scr}
+	c.outH = (inH+2*pad-k)/stride + 1
+	c.outW = (inW+2*pad-k)/stride + 1
+	c.W = p.Add(prefix+".weight", outC, inC, k, k)
+	if bias {
+		c.B = p.Add(prefix+".bias", outC)
+	}
+	c.wt = make([]float32, outC*k*k*inC)
+	c.dwt = make([]float32, len(c.wt))
+	return c
+}
+
+func (c *Conv2D) InSize() int  { return c.inH * c.inW * c.inC }
+func (c *Conv2D) OutSize() int { return c.outH * c.outW * c.outC }
+
+// kdim is the length of an im2col row.
+func (c *Conv2D) kdim() int { return c.k * c.k * c.inC }
+
+func (c *Conv2D) direct() bool { return c.k == 1 && c.stride == 1 && c.pad == 0 }
+
+// init is PyTorch's default: weight and bias uniform in +-1/sqrt(fan_in).
+func (c *Conv2D) init(rng *rand.Rand) {
+	bound := 1 / math.Sqrt(float64(c.kdim()))
+	ts := []Tensor{c.W}
+	if c.bias {
+		ts = append(ts, c.B)
+	}
+	for _, t := range ts {
+		for i, v := 0, t.Of(c.p.Data); i < len(v); i++ {
+			v[i] = float32((2*rng.Float64() - 1) * bound)
+		}
+	}
+}
+
+func (c *Conv2D) flops() (fwd, dw, dx int64) {
+	f := 2 * int64(c.outH*c.outW) * int64(c.outC) * int64(c.kdim())
+	return f, f, f
+}
+
+// permute copies the PyTorch weight (o, c, i, j) into wt (o, i, j, c).
+func (c *Conv2D) permute() {
+	w := c.W.Of(c.p.Data)
+	kk := c.k * c.k
+	for o := range c.outC {
+		src := w[o*c.inC*kk : (o+1)*c.inC*kk]
+		dst := c.wt[o*kk*c.inC : (o+1)*kk*c.inC]
+		for ch := range c.inC {
+			for ij := range kk {
+				dst[ij*c.inC+ch] = src[ch*kk+ij]
+			}
+		}
+	}
+}
+
+// im2col fills cols (n*outH*outW, kdim) from x.
+func (c *Conv2D) im2col(cols, x []float32, n int) {
+	K, C := c.kdim(), c.inC
+	row := 0
+	for b := range n {
+		img := x[b*c.InSize() : (b+1)*c.InSize()]
+		for oh := range c.outH {
+			for ow := range c.outW {
+				r := cols[row*K : (row+1)*K]
+				for i := range c.k {
+					ih := oh*c.stride - c.pad + i
+					for j := range c.k {
+						iw := ow*c.stride - c.pad + j
+						d := r[(i*c.k+j)*C : (i*c.k+j+1)*C]
+						if ih < 0 || ih >= c.inH || iw < 0 || iw >= c.inW {
+							clear(d)
+						} else {
+							copy(d, img[(ih*c.inW+iw)*C:(ih*c.inW+iw+1)*C])
+						}
+					}
+				}
+				row++
+			}
+		}
+	}
+}
+
+// col2im adds dcols (n*outH*outW, kdim) into dx, the inverse scatter.
+func (c *Conv2D) col2im(dx, dcols []float32, n int) {
+	K, C := c.kdim(), c.inC
+	row := 0
+	for b := range n {
+		img := dx[b*c.InSize() : (b+1)*c.InSize()]
+		for oh := range c.outH {
+			for ow := range c.outW {
+				r := dcols[row*K : (row+1)*K]
+				for i := range c.k {
+					ih := oh*c.stride - c.pad + i
+					if ih < 0 || ih >= c.inH {
+						continue
+					}
+					for j := range c.k {
+						iw := ow*c.stride - c.pad + j
+						if iw < 0 || iw >= c.inW {
+							continue
+						}
+						s := r[(i*c.k+j)*C : (i*c.k+j+1)*C]
+						d := img[(ih*c.inW+iw)*C : (ih*c.inW+iw+1)*C]
+						for ch, v := range s {
+							d[ch] += v
+						}
+					}
+				}
+				row++
+			}
+		}
+	}
+}
+
+// cols returns the im2col matrix of x.
+func (c *Conv2D) cols(x []float32, n int) []float32 {
+	if c.direct() {
+		return x[:n*c.InSize()]
+	}
+	cols := c.scr.get(n * c.outH * c.outW * c.kdim())
+	c.im2col(cols, x, n)
+	return cols
+}
+
+// Forward: y (n, outH, outW, outC) = conv(x (n, inH, inW, inC)).
+func (c *Conv2D) Forward(y, x []float32, n int) {
+	rows, K := n*c.outH*c.outW, c.kdim()
+	c.permute()
+	cols := c.cols(x, n)
+	beta := float32(0)
+	if c.bias {
+		b := c.B.Of(c.p.Data)
+		for r := range rows {
+			copy(y[r*c.outC:(r+1)*c.outC], b)
+		}
+		beta = 1
+	}
+	sgemm(false, true, rows, c.outC, K, 1, cols, K, c.wt, K, beta, y, c.outC)
+}
+
+// Backward: dW += dy^T cols (permuted back), db += column sums of dy, and
+// unless dx is nil, dx = col2im(dy W).
+func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
+	rows, K := n*c.outH*c.outW, c.kdim()
+	cols := c.cols(x, n)
+	sgemm(true, false, c.outC, K, rows, 1, dy, c.outC, cols, K, 0, c.dwt, K)
+	dw := c.W.Of(c.p.Grad)
+	kk := c.k * c.k
+	for o := range c.outC {
+		src := c.dwt[o*kk*c.inC : (o+1)*kk*c.inC]
+		dst := dw[o*c.inC*kk : (o+1)*c.inC*kk]
+		for ch := range c.inC {
+			for ij := range kk {
+				dst[ch*kk+ij] += src[ij*c.inC+ch]
+			}
+		}
+	}
+	if c.bias {
+		db := c.B.Of(c.p.Grad)
+		for r := range rows {
+			for o, v := range dy[r*c.outC : (r+1)*c.outC] {
+				db[o] += v
+			}
+		}
+	}
+	if dx == nil {
+		return
+	}
+	if c.direct() {
+		sgemm(false, false, rows, K, c.outC, 1, dy, c.outC, c.wt, K, 0, dx, K)
+		return
+	}
+	dcols := c.scr.get(rows * K) // cols is no longer needed
+	sgemm(false, false, rows, K, c.outC, 1, dy, c.outC, c.wt, K, 0, dcols, K)
+	clear(dx[:n*c.InSize()])
+	c.col2im(dx, dcols, n)
+}

@@ -1,0 +1,281 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// Finite-difference checks of the convolutional layers, with the same
+// float32 argument as grad_test.go; checkLayer perturbs every input and
+// parameter with fdEps = 1e-2 unless said otherwise.
+
+func randParams(p *Params, seed uint64) {
+	randn(rand.New(rand.NewPCG(seed, 1)), p.Data)
+}
+
+func TestConv2DGrad(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		inC, h, w, outC, k int
+		stride, pad        int
+		bias               bool
+	}{
+		{"3x3 pad 1", 2, 5, 4, 3, 3, 1, 1, true},
+		{"3x3 stride 2", 3, 5, 5, 2, 3, 2, 1, false},
+		{"5x5 pad 2", 1, 6, 6, 2, 5, 1, 2, true},
+		{"1x1", 4, 3, 3, 2, 1, 1, 0, false},
+		{"1x1 stride 2", 3, 5, 4, 2, 1, 2, 0, false},
+	} {
+		p := &Params{}
+		c := NewConv2D(p, &scratch{}, "c", tc.inC, tc.h, tc.w, tc.outC, tc.k, tc.stride, tc.pad, tc.bias)
+		p.Alloc()
+		randParams(p, 3)
+		x := make([]float32, 2*c.InSize())
+		randn(rand.New(rand.NewPCG(4, 5)), x)
+		checkLayer(t, "Conv2D "+tc.name, c, p, x, 2)
+	}
+}
+
+// TestConv2DForward checks one convolution against the definition, on
+// PyTorch's NCHW indexing, to pin the NHWC layout and weight permutation.
+func TestConv2DForward(t *testing.T) {
+	p := &Params{}
+	c := NewConv2D(p, &scratch{}, "c", 2, 4, 3, 3, 3, 2, 1, true)
+	p.Alloc()
+	randParams(p, 7)
+	const n = 2
+	x := make([]float32, n*c.InSize()) // NHWC
+	randn(rand.New(rand.NewPCG(8, 9)), x)
+	y := make([]float32, n*c.OutSize())
+	c.Forward(y, x, n)
+	w, b := c.W.Of(p.Data), c.B.Of(p.Data)
+	for bi := range n {
+		for o := range 3 {
+			for oh := range c.outH {
+				for ow := range c.outW {
+					s := float64(b[o])
+					for ch := range 2 {
+						for i := range 3 {
+							for j := range 3 {
+								ih, iw := oh*2-1+i, ow*2-1+j
+								if ih < 0 || ih >= 4 || iw < 0 || iw >= 3 {
+									continue
+								}
+								s += float64(w[((o*2+ch)*3+i)*3+j]) * float64(x[((bi*4+ih)*3+iw)*2+ch])
+							}
+						}
+					}
+					got := y[((bi*c.outH+oh)*c.outW+ow)*3+o]
+					if math.Abs(float64(got)-s) > 1e-5 {
+						t.Fatalf("y[%d,%d,%d,%d] = %v, want %v", bi, oh, ow, o, got, s)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestBatchNormGrad(t *testing.T) {
+	p := &Params{}
+	mode := &Mode{Training: true}
+	l := NewBatchNorm2d(p, mode, "bn", 3, 2, 2)
+	p.Alloc()
+	randParams(p, 11)
+	x := make([]float32, 4*l.InSize())
+	randn(rand.New(rand.NewPCG(12, 13)), x)
+	checkLayer(t, "BatchNorm2d", l, p, x, 4)
+}
+
+// TestBatchNormStats checks training statistics, the running averages
+// (unbiased variance) and evaluation mode against the definitions.
+func TestBatchNormStats(t *testing.T) {
+	p := &Params{}
+	mode := &Mode{Training: true}
+	l := NewBatchNorm2d(p, mode, "bn", 2, 1, 2)
+	p.Alloc()
+	l.init(nil)
+	// Channel 0 values 1, 2, 3, 6; channel 1 all 5.
+	x := []float32{1, 5, 2, 5, 3, 5, 6, 5}
+	y := make([]float32, 8)
+	l.Forward(y, x, 2)
+	mean, vari := 3.0, (4+1+0+9)/4.0
+	for i, v := range []float64{1, 2, 3, 6} {
+		want := (v - mean) / math.Sqrt(vari+bnEps)
+		if math.Abs(float64(y[2*i])-want) > 1e-6 || y[2*i+1] != 0 {
+			t.Fatalf("y = %v", y)
+		}
+	}
+	rm, rv := l.mean.Of(p.Buffers), l.vari.Of(p.Buffers)
+	if math.Abs(float64(rm[0])-0.3) > 1e-6 || math.Abs(float64(rv[0])-(0.9+0.1*vari*4/3)) > 1e-6 || *p.Int64(l.batches) != 1 {
+		t.Errorf("running mean %v var %v batches %d", rm, rv, *p.Int64(l.batches))
+	}
+	mode.Training = false
+	l.Forward(y, x, 2)
+	if want := (1 - 0.3) / math.Sqrt(float64(rv[0])+bnEps); math.Abs(float64(y[0])-want) > 1e-6 {
+		t.Errorf("eval y[0] = %v, want %v", y[0], want)
+	}
+}
+
+func TestPoolGrad(t *testing.T) {
+	x := make([]float32, 2*4*4*3)
+	randn(rand.New(rand.NewPCG(14, 15)), x)
+	checkLayer(t, "MaxPool2d", NewMaxPool2d(3, 4, 4, 2), nil, x, 2)
+	checkLayer(t, "AvgPool2d", NewAvgPool2d(3, 4, 4, 2), nil, x, 2)
+	checkLayer(t, "GlobalAvgPool", NewGlobalAvgPool(3, 4, 4), nil, x, 2)
+	checkLayer(t, "ToNHWC", NewToNHWC(3, 4, 4), nil, x, 2)
+	checkLayer(t, "Flatten", NewFlatten(3, 4, 4), nil, x, 2)
+}
+
+// TestFlattenOrder: Flatten of NHWC activations gives PyTorch's flatten of
+// the NCHW tensor, and ToNHWC is its inverse.
+func TestFlattenOrder(t *testing.T) {
+	const c, h, w = 2, 2, 3
+	nchw := make([]float32, c*h*w)
+	for i := range nchw {
+		nchw[i] = float32(i)
+	}
+	nhwc := make([]float32, len(nchw))
+	NewToNHWC(c, h, w).Forward(nhwc, nchw, 1)
+	if nhwc[1] != 6 || nhwc[2] != 1 { // (0,0,c=1) = nchw[1*6]; (0,1,c=0) = nchw[1]
+		t.Errorf("NHWC = %v", nhwc)
+	}
+	flat := make([]float32, len(nchw))
+	NewFlatten(c, h, w).Forward(flat, nhwc, 1)
+	for i, v := range flat {
+		if v != float32(i) {
+			t.Fatalf("flatten = %v", flat)
+		}
+	}
+}
+
+func TestBasicBlockGrad(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		inC, outC, stride int
+	}{{"identity", 3, 3, 1}, {"projection", 2, 4, 2}} {
+		p := &Params{}
+		mode := &Mode{Training: true}
+		b := NewBasicBlock(p, &scratch{}, mode, "blk", tc.inC, 4, 4, tc.outC, tc.stride)
+		p.Alloc()
+		b.init(rand.New(rand.NewPCG(16, 17)))
+		// Random BN affine parameters too, so their gradients matter.
+		for _, l := range b.parts() {
+			if bn, ok := l.(*BatchNorm2d); ok {
+				randn(rand.New(rand.NewPCG(18, uint64(bn.W.Offset))), bn.W.Of(p.Data))
+				randn(rand.New(rand.NewPCG(19, uint64(bn.B.Offset))), bn.B.Of(p.Data))
+			}
+		}
+		x := make([]float32, 3*b.InSize())
+		randn(rand.New(rand.NewPCG(20, 21)), x)
+		checkLayer(t, "BasicBlock "+tc.name, b, p, x, 3)
+	}
+}
+
+// reluPattern fingerprints which ReLUs of m are active after a forward:
+// model-level ReLU outputs and, inside each BasicBlock, its two ReLUs.
+func reluPattern(m *Model, n int) string {
+	var b []byte
+	add := func(v []float32) {
+		for _, x := range v {
+			b = append(b, map[bool]byte{true: '1', false: '0'}[x > 0])
+		}
+	}
+	for i, l := range m.Layers {
+		switch l := l.(type) {
+		case *ReLU:
+			add(m.acts[i+1][:n*l.OutSize()])
+		case *BasicBlock:
+			add(l.b1[:n*l.out])
+			add(m.acts[i+1][:n*l.out])
+		}
+	}
+	return string(b)
+}
+
+// TestResNetGrad checks a whole ResNet-8 (one block per stage) with its
+// loss: every BatchNorm and linear parameter and a sample of 300
+// convolution weights.
+//
+// A network of ten thousand ReLUs is rough at any float32-usable step: a
+// stem parameter moves every downstream ReLU, and a step of 1e-3 crosses
+// several kinks, so difference quotients average the slopes of many pieces
+// (seen: non-monotonic in the step, several percent off). So each
+// parameter's step h is the largest of 1e-2, 3e-3, 1e-3 for which no ReLU
+// changes state anywhere between -h and +h (checked on the sign pattern
+// at the four points used); on that smooth piece the numeric value is
+// Richardson's extrapolation (4 D(h/2) - D(h)) / 3, whose O(h^4) error
+// leaves the curvature of the last stage's 16-value BatchNorms out of it.
+// Parameters without a kink-free step are skipped; the test logs how many
+// were checked and requires half of them.
+func TestResNetGrad(t *testing.T) {
+	m, err := Build(Config{Kind: "resnet", Depth: 8, Input: [3]int{2, 8, 8}, Classes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Init(3)
+	rng := rand.New(rand.NewPCG(22, 23))
+	const n = 4
+	x := make([]float32, n*2*8*8)
+	randn(rng, x)
+	labels := []int32{0, 2, 1, 2}
+	lossAt := func() (float64, string) {
+		l, _ := SoftmaxCrossEntropy(nil, m.Forward(x, n), labels, n, 3)
+		return l, reluPattern(m, n)
+	}
+	clear(m.Params.Grad)
+	logits := m.Forward(x, n)
+	base := reluPattern(m, n)
+	SoftmaxCrossEntropy(m.LossGrad(n), logits, labels, n, 3)
+	m.Backward(n)
+	var idx []int
+	for _, t := range m.Params.Tensors {
+		if len(t.Shape) == 4 {
+			continue
+		}
+		for i := range t.Size {
+			idx = append(idx, t.Offset+i)
+		}
+	}
+	for range 300 {
+		t := m.Params.Tensors[rng.IntN(len(m.Params.Tensors))]
+		if len(t.Shape) == 4 {
+			idx = append(idx, t.Offset+rng.IntN(t.Size))
+		}
+	}
+	p := m.Params
+	// diff is the central difference at step h, and whether every ReLU
+	// kept its state at both ends.
+	diff := func(i int, h float32) (float64, bool) {
+		old := p.Data[i]
+		p.Data[i] = old + h
+		up, pu := lossAt()
+		p.Data[i] = old - h
+		down, pd := lossAt()
+		p.Data[i] = old
+		return (up - down) / (2 * float64(h)), pu == base && pd == base
+	}
+	bad, checked := 0, 0
+	for _, i := range idx {
+		for _, h := range []float32{1e-2, 3e-3, 1e-3} {
+			d1, ok1 := diff(i, h)
+			d2, ok2 := diff(i, h/2)
+			if !ok1 || !ok2 {
+				continue
+			}
+			checked++
+			num := (4*d2 - d1) / 3
+			if math.Abs(num-float64(p.Grad[i])) > 2e-4+fdRel*math.Abs(num) {
+				t.Errorf("param %d (step %g): analytic %v, numeric %v", i, h, p.Grad[i], num)
+				if bad++; bad > 10 {
+					t.Fatal("too many mismatches")
+				}
+			}
+			break
+		}
+	}
+	if checked*2 < len(idx) {
+		t.Errorf("only %d of %d parameters had a kink-free step", checked, len(idx))
+	}
+	t.Logf("checked %d of %d sampled parameters (%d in the model) on kink-free steps", checked, len(idx), p.Len())
+}
