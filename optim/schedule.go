@@ -7,28 +7,35 @@ import (
 )
 
 // Schedule gives the learning rate at each step: a linear warm-up from
-// Base/Warmup to Base over the first Warmup steps, then constant or a
-// cosine decay to zero at step Total (Loshchilov and Hutter 2017,
-// SGDR, without restarts).
+// Base/Warmup to Base over the first Warmup steps, then constant, step
+// (multiplied by Gamma every StepSize steps, torch's StepLR) or a cosine
+// decay to zero at step Total (Loshchilov and Hutter 2017, SGDR, without
+// restarts).
 //
 // The rate depends on the step number alone, so a resumed run continues
 // with exactly the rates an uninterrupted one would have used. Total is
 // the planned length of the run (its epochs), not where --max-steps stops
 // it.
 type Schedule struct {
-	Kind   string // "constant" or "cosine"
-	Base   float64
-	Warmup int
-	Total  int
+	Kind     string // "constant", "step" or "cosine"
+	Base     float64
+	Warmup   int
+	Total    int
+	StepSize int     // steps between decays of "step"
+	Gamma    float64 // factor of each decay of "step"
 }
 
 // Schedules lists the kinds of Schedule.
-var Schedules = []string{"constant", "cosine"}
+var Schedules = []string{"constant", "step", "cosine"}
 
 // Validate checks the kind and the lengths.
 func (s Schedule) Validate() error {
 	switch s.Kind {
 	case "constant", "cosine":
+	case "step":
+		if s.StepSize <= 0 || !(s.Gamma > 0) {
+			return fmt.Errorf("--lr-schedule step needs --lr-step-epochs > 0 and --lr-gamma > 0")
+		}
 	default:
 		return fmt.Errorf("unknown --lr-schedule %q: choose one of %s", s.Kind, strings.Join(Schedules, ", "))
 	}
@@ -42,6 +49,9 @@ func (s Schedule) Validate() error {
 func (s Schedule) At(step int) float64 {
 	if step < s.Warmup {
 		return s.Base * float64(step+1) / float64(s.Warmup)
+	}
+	if s.Kind == "step" {
+		return s.Base * math.Pow(s.Gamma, float64((step-s.Warmup)/s.StepSize))
 	}
 	if s.Kind != "cosine" || s.Total <= s.Warmup {
 		return s.Base

@@ -1,16 +1,17 @@
 package optim
 
 // SGD is stochastic gradient descent with momentum and L2 weight decay,
-// exactly torch.optim.SGD with dampening 0 and nesterov false:
+// exactly torch.optim.SGD with dampening 0:
 //
 //	g = grad + WeightDecay * param
 //	buf = Momentum * buf + g          (buf = g on the first step)
-//	param -= lr * buf
+//	param -= lr * buf                 (Nesterov: lr * (g + Momentum * buf))
 //
 // buf starts at zero, which makes its first update buf = g as in PyTorch.
 type SGD struct {
 	Momentum    float32
 	WeightDecay float32
+	Nesterov    bool
 	// Buf is the momentum buffer, one value per parameter; nil until the
 	// first Step when Momentum is zero.
 	Buf []float32
@@ -25,9 +26,9 @@ func NewSGD(n int, momentum, weightDecay float32) *SGD {
 	return s
 }
 
-// Step applies one update to params from grads (same length) at rate lr.
-// It panics if the lengths differ.
-func (s *SGD) Step(params, grads []float32, lr float32) {
+// Step applies one update to params from grads (same length) at rate lr;
+// SGD does not need t. It panics if the lengths differ.
+func (s *SGD) Step(params, grads []float32, lr float32, _ int) {
 	if len(params) != len(grads) || (s.Buf != nil && len(s.Buf) != len(params)) {
 		panic("optim: length mismatch")
 	}
@@ -39,6 +40,15 @@ func (s *SGD) Step(params, grads []float32, lr float32) {
 		return
 	}
 	buf := s.Buf[:len(params)]
+	if s.Nesterov {
+		for i, g := range grads {
+			g += wd * params[i]
+			b := mu*buf[i] + g
+			buf[i] = b
+			params[i] -= lr * (g + mu*b)
+		}
+		return
+	}
 	for i, g := range grads {
 		g += wd * params[i]
 		b := mu*buf[i] + g

@@ -1,0 +1,67 @@
+package optim
+
+import (
+	"math"
+	"testing"
+)
+
+// TestAdam follows torch.optim.Adam and AdamW by hand for two steps of one
+// parameter (lr 0.1, betas 0.9/0.999, eps 1e-8, weight decay 0.5).
+func TestAdam(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want float64
+	}{{"adam", 0}, {"adamw", 0}} {
+		o, err := New(Config{Name: tc.name, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.5}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := []float32{1}
+		ref := 1.0
+		var m, v float64
+		for step, g := range []float64{0.2, -0.4} {
+			tt := float64(step + 1)
+			if tc.name == "adamw" {
+				ref *= 1 - 0.1*0.5
+			} else {
+				g += 0.5 * ref
+			}
+			m = 0.9*m + 0.1*g
+			v = 0.999*v + 0.001*g*g
+			ref -= 0.1 / (1 - math.Pow(0.9, tt)) * m / (math.Sqrt(v)/math.Sqrt(1-math.Pow(0.999, tt)) + 1e-8)
+			o.Step(p, []float32{float32([]float64{0.2, -0.4}[step])}, 0.1, step+1)
+		}
+		if math.Abs(float64(p[0])-ref) > 4*6e-8*math.Abs(ref) { // 4 float32 ulps
+			t.Errorf("%s: %v, want %v", tc.name, p[0], ref)
+		}
+		if len(o.State()["exp_avg"]) != 1 || len(o.State()["exp_avg_sq"]) != 1 {
+			t.Errorf("%s: state %v", tc.name, o.State())
+		}
+	}
+	if _, err := New(Config{Name: "lamb"}, 1); err == nil {
+		t.Error("unknown optimizer accepted")
+	}
+}
+
+func TestClipGradNorm(t *testing.T) {
+	g := []float32{3, 4}
+	if n := ClipGradNorm(g, 1); n != 5 || math.Abs(float64(g[0])-0.6) > 1e-6 || math.Abs(float64(g[1])-0.8) > 1e-6 {
+		t.Errorf("norm %v grads %v", n, g)
+	}
+	h := []float32{0.3, 0.4}
+	if ClipGradNorm(h, 1); h[0] != 0.3 || h[1] != 0.4 {
+		t.Errorf("clipped below the limit: %v", h)
+	}
+}
+
+func TestStepSchedule(t *testing.T) {
+	s := Schedule{Kind: "step", Base: 1, StepSize: 10, Gamma: 0.1, Warmup: 5}
+	for step, want := range map[int]float64{5: 1, 14: 1, 15: 0.1, 25: 0.01} {
+		if got := s.At(step); math.Abs(got-want) > 1e-12 {
+			t.Errorf("At(%d) = %v, want %v", step, got, want)
+		}
+	}
+	if (Schedule{Kind: "step"}).Validate() == nil {
+		t.Error("step schedule without a step size accepted")
+	}
+}

@@ -1,0 +1,122 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Optimizer updates a flat parameter buffer from a flat gradient buffer.
+// Its state buffers have the parameters' layout, so checkpoints store them
+// tensor by tensor.
+type Optimizer interface {
+	// Step applies update number t (1-based: Adam's bias correction needs
+	// it) at learning rate lr. It panics if the lengths differ.
+	Step(params, grads []float32, lr float32, t int)
+	// State names the state buffers, each as long as the parameters.
+	State() map[string][]float32
+}
+
+// Config selects and configures an optimizer.
+type Config struct {
+	Name        string // sgd, adam, adamw
+	Momentum    float64
+	Nesterov    bool
+	WeightDecay float64
+	Beta1       float64
+	Beta2       float64
+	Eps         float64
+}
+
+// Names lists the optimizers New knows.
+var Names = []string{"sgd", "adam", "adamw"}
+
+// New returns the optimizer c names, for n parameters.
+func New(c Config, n int) (Optimizer, error) {
+	switch c.Name {
+	case "sgd":
+		if c.Nesterov && c.Momentum == 0 {
+			return nil, fmt.Errorf("--nesterov needs --momentum > 0")
+		}
+		s := NewSGD(n, float32(c.Momentum), float32(c.WeightDecay))
+		s.Nesterov = c.Nesterov
+		return s, nil
+	case "adam", "adamw":
+		if c.Beta1 < 0 || c.Beta1 >= 1 || c.Beta2 < 0 || c.Beta2 >= 1 || c.Eps <= 0 {
+			return nil, fmt.Errorf("--beta1 %v --beta2 %v --eps %v: need betas in [0, 1) and eps > 0", c.Beta1, c.Beta2, c.Eps)
+		}
+		return &Adam{
+			Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay,
+			Decoupled: c.Name == "adamw",
+			M:         make([]float32, n), V: make([]float32, n),
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown --optimizer %q: choose one of %s", c.Name, strings.Join(Names, ", "))
+}
+
+// Adam is torch.optim.Adam (Kingma and Ba 2015) with L2 weight decay added
+// to the gradient, or with Decoupled torch.optim.AdamW (Loshchilov and
+// Hutter 2019), which shrinks the parameters by lr*WeightDecay instead:
+//
+//	g = grad (+ wd*p for Adam);  p *= 1 - lr*wd (AdamW)
+//	m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g^2
+//	p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+//
+// (amsgrad off, as PyTorch's default).
+type Adam struct {
+	Beta1, Beta2, Eps, WeightDecay float64
+	Decoupled                      bool
+	M, V                           []float32 // exp_avg, exp_avg_sq
+}
+
+// Step applies update t.
+func (a *Adam) Step(params, grads []float32, lr float32, t int) {
+	if len(params) != len(grads) || len(a.M) != len(params) {
+		panic("optim: length mismatch")
+	}
+	// 1-beta in float64, then rounded once, as PyTorch passes it: from a
+	// float32 beta2 = 0.999 it would be off by 1e-5 relative.
+	b1, b2 := float32(a.Beta1), float32(a.Beta2)
+	c1, c2 := float32(1-a.Beta1), float32(1-a.Beta2)
+	bc1 := 1 - math.Pow(a.Beta1, float64(t))
+	bc2 := 1 - math.Pow(a.Beta2, float64(t))
+	step := lr / float32(bc1)
+	rbc2 := float32(1 / math.Sqrt(bc2))
+	eps, wd := float32(a.Eps), float32(a.WeightDecay)
+	shrink := float32(1)
+	if a.Decoupled {
+		shrink, wd = 1-lr*wd, 0
+	}
+	m, v := a.M[:len(params)], a.V[:len(params)]
+	for i, g := range grads {
+		p := params[i] * shrink
+		g += wd * p
+		mi := b1*m[i] + c1*g
+		vi := b2*v[i] + c2*g*g
+		m[i], v[i] = mi, vi
+		params[i] = p - step*mi/(float32(math.Sqrt(float64(vi)))*rbc2+eps)
+	}
+}
+
+// State is exp_avg and exp_avg_sq, PyTorch's names.
+func (a *Adam) State() map[string][]float32 {
+	return map[string][]float32{"exp_avg": a.M, "exp_avg_sq": a.V}
+}
+
+// ClipGradNorm scales grads so their L2 norm is at most maxNorm, as
+// torch.nn.utils.clip_grad_norm_ does (coefficient maxNorm / (norm +
+// 1e-6), never above 1), and returns the norm before clipping. The sum of
+// squares is in float64.
+func ClipGradNorm(grads []float32, maxNorm float64) float64 {
+	var s float64
+	for _, g := range grads {
+		s += float64(g) * float64(g)
+	}
+	norm := math.Sqrt(s)
+	if c := maxNorm / (norm + 1e-6); c < 1 {
+		for i := range grads {
+			grads[i] *= float32(c)
+		}
+	}
+	return norm
+}
