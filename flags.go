@@ -22,58 +22,72 @@ const (
 )
 
 var (
-	modelFlag   = &cli.StringFlag{Name: "model", Value: "mlp", Usage: "network to train: mlp", EnvVars: env("MODEL"), Category: catModel}
+	modelFlag   = &cli.StringFlag{Name: "model", Value: "mlp", Usage: "network to train: mlp, cnn or resnet", EnvVars: env("MODEL"), Category: catModel}
 	hiddenFlag  = &cli.IntSliceFlag{Name: "hidden", Value: cli.NewIntSlice(256), Usage: "MLP hidden layer sizes, comma-separated", EnvVars: env("HIDDEN"), Category: catModel}
-	dataFlag    = &cli.StringFlag{Name: "data", Value: "/usr/share/datasets/fashion-mnist", Usage: "dataset directory (MNIST-format IDX files, raw or .gz)", EnvVars: env("DATA"), Category: catModel}
-	batchFlag   = &cli.IntFlag{Name: "batch-size", Value: 64, Usage: "samples per step per rank; the global batch is this x the number of ranks", EnvVars: env("BATCH_SIZE"), Category: catOptim}
-	epochsFlag  = &cli.IntFlag{Name: "epochs", Value: 5, Usage: "passes over the training set", EnvVars: env("EPOCHS"), Category: catOptim}
-	stepsFlag   = &cli.IntFlag{Name: "max-steps", Value: 0, Usage: "stop after this many steps in all (0: no limit)", EnvVars: env("MAX_STEPS"), Category: catOptim}
-	lrFlag      = &cli.Float64Flag{Name: "lr", Value: 0.05, Usage: "learning rate", EnvVars: env("LR"), Category: catOptim}
-	schedFlag   = &cli.StringFlag{Name: "lr-schedule", Value: "cosine", Usage: "learning-rate schedule over the planned --epochs: constant or cosine (to zero)", EnvVars: env("LR_SCHEDULE"), Category: catOptim}
-	warmFlag    = &cli.IntFlag{Name: "warmup-steps", Value: 0, Usage: "linear learning-rate warm-up over the first N steps", EnvVars: env("WARMUP_STEPS"), Category: catOptim}
-	momFlag     = &cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "SGD momentum", EnvVars: env("MOMENTUM"), Category: catOptim}
-	wdFlag      = &cli.Float64Flag{Name: "weight-decay", Value: 0, Usage: "L2 weight decay", EnvVars: env("WEIGHT_DECAY"), Category: catOptim}
-	seedFlag    = &cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the initial parameters and of the data order", EnvVars: env("SEED"), Category: catOptim}
+	depthFlag   = &cli.IntFlag{Name: "depth", Value: 20, Usage: "ResNet depth, 6n+2: 20, 32, 44, 56, 110", EnvVars: env("DEPTH"), Category: catModel}
+	dataFlag    = &cli.StringFlag{Name: "data", Value: "/usr/share/datasets/fashion-mnist", Usage: "dataset: a directory of MNIST-format IDX files (raw or .gz) or of CIFAR-10 binary batches, or \"synthetic\"", EnvVars: env("DATA"), Category: catModel}
+	synShape    = &cli.StringFlag{Name: "synthetic-shape", Value: "3x32x32", Usage: "--data synthetic: image shape CxHxW", EnvVars: env("SYNTHETIC_SHAPE"), Category: catModel}
+	synSamples  = &cli.IntFlag{Name: "synthetic-samples", Value: 50000, Usage: "--data synthetic: training samples (the test set is a tenth)", EnvVars: env("SYNTHETIC_SAMPLES"), Category: catModel}
+	augFlag     = &cli.StringFlag{Name: "augment", Value: "auto", Usage: "training augmentation: crop and/or flip (comma-separated), none, or auto (crop,flip for cnn and resnet, none for mlp)", EnvVars: env("AUGMENT"), Category: catModel}
+	cropPadFlag = &cli.IntFlag{Name: "crop-pad", Value: 4, Usage: "random crop: pad each side by this many pixels first", EnvVars: env("CROP_PAD"), Category: catModel}
+
+	batchFlag  = &cli.IntFlag{Name: "batch-size", Value: 64, Usage: "samples per step per rank; the global batch is this x the number of ranks", EnvVars: env("BATCH_SIZE"), Category: catOptim}
+	evalBatch  = &cli.IntFlag{Name: "eval-batch", Value: 0, Usage: "samples per evaluation pass per rank (0: --batch-size)", EnvVars: env("EVAL_BATCH"), Category: catOptim}
+	epochsFlag = &cli.IntFlag{Name: "epochs", Value: 5, Usage: "passes over the training set; also the length the schedule plans for", EnvVars: env("EPOCHS"), Category: catOptim}
+	stepsFlag  = &cli.IntFlag{Name: "max-steps", Value: 0, Usage: "stop after this many steps in all (0: no limit)", EnvVars: env("MAX_STEPS"), Category: catOptim}
+	optFlag    = &cli.StringFlag{Name: "optimizer", Value: "sgd", Usage: "sgd, adam or adamw", EnvVars: env("OPTIMIZER"), Category: catOptim}
+	lrFlag     = &cli.Float64Flag{Name: "lr", Value: 0.05, Usage: "learning rate, for one rank's batch unless --lr-scaling linear", EnvVars: env("LR"), Category: catOptim}
+	scaleFlag  = &cli.StringFlag{Name: "lr-scaling", Value: "none", Usage: "none, or linear: lr x number of ranks (Goyal et al. 2017)", EnvVars: env("LR_SCALING"), Category: catOptim}
+	schedFlag  = &cli.StringFlag{Name: "lr-schedule", Value: "cosine", Usage: "constant, step, or cosine (to zero at the end of --epochs)", EnvVars: env("LR_SCHEDULE"), Category: catOptim}
+	warmFlag   = &cli.IntFlag{Name: "warmup-steps", Value: 0, Usage: "linear learning-rate warm-up over the first N steps", EnvVars: env("WARMUP_STEPS"), Category: catOptim}
+	stepEpochs = &cli.IntFlag{Name: "lr-step-epochs", Value: 30, Usage: "--lr-schedule step: epochs between decays", EnvVars: env("LR_STEP_EPOCHS"), Category: catOptim}
+	gammaFlag  = &cli.Float64Flag{Name: "lr-gamma", Value: 0.1, Usage: "--lr-schedule step: factor of each decay", EnvVars: env("LR_GAMMA"), Category: catOptim}
+	momFlag    = &cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "SGD momentum", EnvVars: env("MOMENTUM"), Category: catOptim}
+	nestFlag   = &cli.BoolFlag{Name: "nesterov", Usage: "SGD with Nesterov momentum", EnvVars: env("NESTEROV"), Category: catOptim}
+	wdFlag     = &cli.Float64Flag{Name: "weight-decay", Value: 0, Usage: "weight decay (L2 for sgd and adam, decoupled for adamw)", EnvVars: env("WEIGHT_DECAY"), Category: catOptim}
+	beta1Flag  = &cli.Float64Flag{Name: "beta1", Value: 0.9, Usage: "Adam beta1", EnvVars: env("BETA1"), Category: catOptim}
+	beta2Flag  = &cli.Float64Flag{Name: "beta2", Value: 0.999, Usage: "Adam beta2", EnvVars: env("BETA2"), Category: catOptim}
+	epsFlag    = &cli.Float64Flag{Name: "eps", Value: 1e-8, Usage: "Adam epsilon", EnvVars: env("EPS"), Category: catOptim}
+	clipFlag   = &cli.Float64Flag{Name: "clip-grad-norm", Value: 0, Usage: "scale gradients to at most this L2 norm (0: off)", EnvVars: env("CLIP_GRAD_NORM"), Category: catOptim}
+	seedFlag   = &cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the initial parameters, the data order and augmentation", EnvVars: env("SEED"), Category: catOptim}
+
 	arFlag      = &cli.StringFlag{Name: "allreduce", Value: "ring", Usage: "gradient allreduce: ring (ours, reduce-scatter + all-gather) or mpi (MPI_Allreduce)", EnvVars: env("ALLREDUCE"), Category: catDist}
 	bucketFlag  = &cli.Float64Flag{Name: "bucket-mb", Value: 25, Usage: "gradient bucket size in MiB, whole tensors in backward order (0: one bucket)", EnvVars: env("BUCKET_MB"), Category: catDist}
 	overlapFlag = &cli.BoolFlag{Name: "overlap", Value: true, Usage: "allreduce each bucket while backward computes the layers below it (--overlap=false: after backward)", EnvVars: env("OVERLAP"), Category: catDist}
-	ckDirFlag   = &cli.StringFlag{Name: "checkpoint-dir", Usage: "directory for rank 0's checkpoints (safetensors); also written at the end", EnvVars: env("CHECKPOINT_DIR"), Category: catCkpt}
-	ckEvery     = &cli.IntFlag{Name: "checkpoint-every", Value: 0, Usage: "write a checkpoint every N steps (0: only at the end)", EnvVars: env("CHECKPOINT_EVERY"), Category: catCkpt}
-	keepFlag    = &cli.IntFlag{Name: "keep", Value: 3, Usage: "keep the newest N checkpoints (0: all)", EnvVars: env("KEEP"), Category: catCkpt}
-	resumeFlag  = &cli.BoolFlag{Name: "resume", Usage: "continue from the newest checkpoint in --checkpoint-dir (from scratch if there is none)", EnvVars: env("RESUME"), Category: catCkpt}
-	logFlag     = &cli.IntFlag{Name: "log-every", Value: 100, Usage: "rank 0 logs a line every N steps", EnvVars: env("LOG_EVERY"), Category: catCkpt}
+	bnFlag      = &cli.StringFlag{Name: "bn", Value: "sync", Usage: "BatchNorm statistics: sync (over the global batch, all ranks) or local (per rank, averaged for evaluation and checkpoints)", EnvVars: env("BN"), Category: catDist}
+	threadsFlag = &cli.IntFlag{Name: "threads", Value: 0, Usage: "BLAS threads per rank (0: the cores this rank is bound to, or the node's cores / ranks on the node)", EnvVars: env("THREADS"), Category: catDist}
+
+	ckDirFlag  = &cli.StringFlag{Name: "checkpoint-dir", Usage: "directory for rank 0's checkpoints (safetensors); also written at the end", EnvVars: env("CHECKPOINT_DIR"), Category: catCkpt}
+	ckEvery    = &cli.IntFlag{Name: "checkpoint-every", Value: 0, Usage: "write a checkpoint every N steps (0: only at the end)", EnvVars: env("CHECKPOINT_EVERY"), Category: catCkpt}
+	keepFlag   = &cli.IntFlag{Name: "keep", Value: 3, Usage: "keep the newest N checkpoints (0: all)", EnvVars: env("KEEP"), Category: catCkpt}
+	resumeFlag = &cli.BoolFlag{Name: "resume", Usage: "continue from the newest checkpoint in --checkpoint-dir (from scratch if there is none)", EnvVars: env("RESUME"), Category: catCkpt}
+	logFlag    = &cli.IntFlag{Name: "log-every", Value: 100, Usage: "rank 0 logs a line every N steps", EnvVars: env("LOG_EVERY"), Category: catCkpt}
 )
 
 var trainFlags = []cli.Flag{
-	modelFlag, hiddenFlag, dataFlag,
-	batchFlag, epochsFlag, stepsFlag, lrFlag, schedFlag, warmFlag, momFlag, wdFlag, seedFlag,
-	arFlag, bucketFlag, overlapFlag,
+	modelFlag, hiddenFlag, depthFlag, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
+	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, stepEpochs, gammaFlag,
+	momFlag, nestFlag, wdFlag, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
+	arFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
 }
 
 // trainConfig reads the training flags.
 func trainConfig(c *cli.Context) trainer.Config {
 	return trainer.Config{
-		Model:           c.String(modelFlag.Name),
-		Hidden:          c.IntSlice(hiddenFlag.Name),
-		DataDir:         c.String(dataFlag.Name),
-		BatchSize:       c.Int(batchFlag.Name),
-		Epochs:          c.Int(epochsFlag.Name),
-		MaxSteps:        c.Int(stepsFlag.Name),
-		LR:              c.Float64(lrFlag.Name),
-		LRSchedule:      c.String(schedFlag.Name),
-		WarmupSteps:     c.Int(warmFlag.Name),
-		Momentum:        c.Float64(momFlag.Name),
-		WeightDecay:     c.Float64(wdFlag.Name),
-		Seed:            c.Uint64(seedFlag.Name),
-		Allreduce:       c.String(arFlag.Name),
-		BucketMB:        c.Float64(bucketFlag.Name),
-		Overlap:         c.Bool(overlapFlag.Name),
-		CheckpointDir:   c.String(ckDirFlag.Name),
-		CheckpointEvery: c.Int(ckEvery.Name),
-		Keep:            c.Int(keepFlag.Name),
-		Resume:          c.Bool(resumeFlag.Name),
-		LogEvery:        c.Int(logFlag.Name),
-		Fault:           os.Getenv(trainer.FaultEnv), // tests only: not a flag
+		Model: c.String(modelFlag.Name), Hidden: c.IntSlice(hiddenFlag.Name), Depth: c.Int(depthFlag.Name),
+		DataDir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
+		Augment: c.String(augFlag.Name), CropPad: c.Int(cropPadFlag.Name),
+		BatchSize: c.Int(batchFlag.Name), EvalBatch: c.Int(evalBatch.Name), Epochs: c.Int(epochsFlag.Name), MaxSteps: c.Int(stepsFlag.Name),
+		Optimizer: c.String(optFlag.Name), LR: c.Float64(lrFlag.Name), LRScaling: c.String(scaleFlag.Name),
+		LRSchedule: c.String(schedFlag.Name), WarmupSteps: c.Int(warmFlag.Name), LRStepEpochs: c.Int(stepEpochs.Name), LRGamma: c.Float64(gammaFlag.Name),
+		Momentum: c.Float64(momFlag.Name), Nesterov: c.Bool(nestFlag.Name), WeightDecay: c.Float64(wdFlag.Name),
+		Beta1: c.Float64(beta1Flag.Name), Beta2: c.Float64(beta2Flag.Name), Eps: c.Float64(epsFlag.Name),
+		ClipGradNorm: c.Float64(clipFlag.Name), Seed: c.Uint64(seedFlag.Name),
+		Allreduce: c.String(arFlag.Name), BucketMB: c.Float64(bucketFlag.Name), Overlap: c.Bool(overlapFlag.Name),
+		BN: c.String(bnFlag.Name), Threads: c.Int(threadsFlag.Name),
+		CheckpointDir: c.String(ckDirFlag.Name), CheckpointEvery: c.Int(ckEvery.Name), Keep: c.Int(keepFlag.Name),
+		Resume: c.Bool(resumeFlag.Name), LogEvery: c.Int(logFlag.Name),
+		Fault: os.Getenv(trainer.FaultEnv), // tests only: not a flag
 	}
 }

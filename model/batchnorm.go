@@ -29,6 +29,9 @@ type BatchNorm2d struct {
 	bmean, invstd []float64 // statistics of the last training forward
 	count         float64   // global number of values per channel
 	sums          []float64
+	relu          bool      // a ReLU fused after the normalisation
+	scale, shift  []float32 // per-channel affine of the last forward
+	ka, kb, kc    []float32 // per-channel terms of dx
 }
 
 const (
@@ -49,7 +52,17 @@ func NewBatchNorm2d(p *Params, mode *Mode, prefix string, c, h, w int) *BatchNor
 		bmean:   make([]float64, c),
 		invstd:  make([]float64, c),
 		sums:    make([]float64, 2*c+1),
+		scale:   make([]float32, c), shift: make([]float32, c),
+		ka: make([]float32, c), kb: make([]float32, c), kc: make([]float32, c),
 	}
+}
+
+// WithReLU fuses a ReLU after the normalisation (one pass over the
+// activations instead of two, each way); Backward then masks dy by the
+// output. It returns l.
+func (l *BatchNorm2d) WithReLU() *BatchNorm2d {
+	l.relu = true
+	return l
 }
 
 func (l *BatchNorm2d) InSize() int  { return l.hw * l.c }
@@ -74,15 +87,14 @@ func (l *BatchNorm2d) Forward(y, x []float32, n int) {
 	C := l.c
 	g, b := l.W.Of(l.p.Data), l.B.Of(l.p.Data)
 	rows := n * l.hw
+	scale, shift := l.scale, l.shift
 	if !l.mode.Training {
 		rm, rv := l.mean.Of(l.p.Buffers), l.vari.Of(l.p.Buffers)
-		scale := make([]float32, C)
-		shift := make([]float32, C)
 		for ch := range C {
 			s := g[ch] / float32(math.Sqrt(float64(rv[ch])+bnEps))
 			scale[ch], shift[ch] = s, b[ch]-rm[ch]*s
 		}
-		affine(y, x, scale, shift, rows, C)
+		affine(y, x, scale, shift, rows, C, l.relu)
 		return
 	}
 	s := l.sums
@@ -100,8 +112,6 @@ func (l *BatchNorm2d) Forward(y, x []float32, n int) {
 	m := s[2*C]
 	l.count = m
 	rm, rv := l.mean.Of(l.p.Buffers), l.vari.Of(l.p.Buffers)
-	scale := make([]float32, C)
-	shift := make([]float32, C)
 	for ch := range C {
 		mean := s[ch] / m
 		vari := max(s[C+ch]/m-mean*mean, 0)
@@ -117,30 +127,51 @@ func (l *BatchNorm2d) Forward(y, x []float32, n int) {
 		rv[ch] = float32((1-bnMomentum)*float64(rv[ch]) + bnMomentum*unbiased)
 	}
 	*l.p.Int64(l.batches)++
-	affine(y, x, scale, shift, rows, C)
+	affine(y, x, scale, shift, rows, C, l.relu)
 }
 
-// affine sets y = x*scale + shift per channel over rows of C values.
-func affine(y, x, scale, shift []float32, rows, C int) {
+// affine sets y = x*scale + shift per channel over rows of C values, then
+// max(y, 0) with relu.
+func affine(y, x, scale, shift []float32, rows, C int, relu bool) {
 	for r := range rows {
 		xr, yr := x[r*C:(r+1)*C], y[r*C:(r+1)*C]
+		if relu {
+			for ch, v := range xr {
+				yr[ch] = max(v*scale[ch]+shift[ch], 0)
+			}
+			continue
+		}
 		for ch, v := range xr {
 			yr[ch] = v*scale[ch] + shift[ch]
 		}
 	}
 }
 
+// masked is d where a ReLU's output y is positive, else 0, without a
+// branch: the mask is unpredictable and Go compiles float selects to
+// branches, which mispredict half the time. y >= +0 (max(v, 0) gives +0,
+// never -0), so y is inactive exactly when its bits are all zero; b|-b has
+// its sign bit set for any other b, and shifting it down makes the mask.
+func masked(d, y float32) float32 {
+	b := int32(math.Float32bits(y))
+	return math.Float32frombits(math.Float32bits(d) & uint32((b|-b)>>31))
+}
+
 // Backward of training-mode normalisation: dgamma += sum(dy*xhat), dbeta
 // += sum(dy) over this rank's batch, and dx = gamma*invstd*(dy -
 // sum(dy)/M - xhat*sum(dy*xhat)/M) with sums and M over the global batch.
-func (l *BatchNorm2d) Backward(dx, dy, x, _ []float32, n int) {
+// With a fused ReLU, dy is first masked by the output y.
+func (l *BatchNorm2d) Backward(dx, dy, x, y []float32, n int) {
 	C := l.c
 	rows := n * l.hw
 	s := l.sums[:2*C]
 	clear(s)
 	for r := range rows {
-		xr, dr := x[r*C:(r+1)*C], dy[r*C:(r+1)*C]
+		xr, dr, yr := x[r*C:(r+1)*C], dy[r*C:(r+1)*C], y[r*C:(r+1)*C]
 		for ch, d := range dr {
+			if l.relu {
+				d = masked(d, yr[ch])
+			}
 			xhat := (float64(xr[ch]) - l.bmean[ch]) * l.invstd[ch]
 			s[ch] += float64(d)
 			s[C+ch] += float64(d) * xhat
@@ -160,9 +191,7 @@ func (l *BatchNorm2d) Backward(dx, dy, x, _ []float32, n int) {
 	g := l.W.Of(l.p.Data)
 	m := l.count
 	// dx = a*dy + b*x + c per channel, with xhat expanded.
-	a := make([]float32, C)
-	bx := make([]float32, C)
-	c0 := make([]float32, C)
+	a, bx, c0 := l.ka, l.kb, l.kc
 	for ch := range C {
 		k := float64(g[ch]) * l.invstd[ch]
 		mdy, mdyx := s[ch]/m, s[C+ch]/m
@@ -172,7 +201,13 @@ func (l *BatchNorm2d) Backward(dx, dy, x, _ []float32, n int) {
 		c0[ch] = float32(-k*mdy + k*l.invstd[ch]*mdyx*l.bmean[ch])
 	}
 	for r := range rows {
-		xr, dr, out := x[r*C:(r+1)*C], dy[r*C:(r+1)*C], dx[r*C:(r+1)*C]
+		xr, dr, yr, out := x[r*C:(r+1)*C], dy[r*C:(r+1)*C], y[r*C:(r+1)*C], dx[r*C:(r+1)*C]
+		if l.relu {
+			for ch, d := range dr {
+				out[ch] = a[ch]*masked(d, yr[ch]) + bx[ch]*xr[ch] + c0[ch]
+			}
+			continue
+		}
 		for ch, d := range dr {
 			out[ch] = a[ch]*d + bx[ch]*xr[ch] + c0[ch]
 		}

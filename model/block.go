@@ -16,9 +16,10 @@ type BasicBlock struct {
 	bn1, bn2, scBN       *BatchNorm2d
 	in, out              int // values per sample
 	// Activations kept from Forward for Backward, and backward scratch.
-	c1, b1, r1, c2, b2, s1, s2 []float32
-	g, t1, t2, dxs             []float32
-	batch                      int
+	// b1 is relu(bn1(c1)): the ReLU is fused into bn1.
+	c1, b1, c2, b2, s1, s2 []float32
+	g, t1, t2, dxs         []float32
+	batch                  int
 }
 
 // NewBasicBlock builds a block from (h, w, inC) to (h/stride, w/stride,
@@ -27,7 +28,7 @@ func NewBasicBlock(p *Params, scr *scratch, mode *Mode, prefix string, inC, h, w
 	b := &BasicBlock{}
 	b.conv1 = NewConv2D(p, scr, prefix+".conv1", inC, h, w, outC, 3, stride, 1, false)
 	oh, ow := b.conv1.outH, b.conv1.outW
-	b.bn1 = NewBatchNorm2d(p, mode, prefix+".bn1", outC, oh, ow)
+	b.bn1 = NewBatchNorm2d(p, mode, prefix+".bn1", outC, oh, ow).WithReLU()
 	b.conv2 = NewConv2D(p, scr, prefix+".conv2", outC, oh, ow, outC, 3, 1, 1, false)
 	b.bn2 = NewBatchNorm2d(p, mode, prefix+".bn2", outC, oh, ow)
 	if stride != 1 || inC != outC {
@@ -55,7 +56,7 @@ func (b *BasicBlock) ensure(n int) {
 	}
 	b.batch = n
 	o := n * b.out
-	for _, p := range []*[]float32{&b.c1, &b.b1, &b.r1, &b.c2, &b.b2, &b.g, &b.t1, &b.t2} {
+	for _, p := range []*[]float32{&b.c1, &b.b1, &b.c2, &b.b2, &b.g, &b.t1, &b.t2} {
 		*p = make([]float32, o)
 	}
 	if b.scConv != nil {
@@ -70,10 +71,7 @@ func (b *BasicBlock) Forward(y, x []float32, n int) {
 	o := n * b.out
 	b.conv1.Forward(b.c1, x, n)
 	b.bn1.Forward(b.b1, b.c1, n)
-	for i, v := range b.b1[:o] {
-		b.r1[i] = max(v, 0)
-	}
-	b.conv2.Forward(b.c2, b.r1, n)
+	b.conv2.Forward(b.c2, b.b1, n)
 	b.bn2.Forward(b.b2, b.c2, n)
 	short := x
 	if b.scConv != nil {
@@ -91,21 +89,12 @@ func (b *BasicBlock) Backward(dx, dy, x, y []float32, n int) {
 	o := n * b.out
 	g := b.g[:o] // gradient of the sum before the last ReLU
 	for i, v := range y[:o] {
-		if v > 0 {
-			g[i] = dy[i]
-		} else {
-			g[i] = 0
-		}
+		g[i] = masked(dy[i], v)
 	}
 	// Residual branch, last layer first.
 	b.bn2.Backward(b.t1, g, b.c2, b.b2, n)      // t1 = d c2
-	b.conv2.Backward(b.t2, b.t1, b.r1, b.c2, n) // t2 = d r1
-	for i, v := range b.b1[:o] {
-		if v <= 0 {
-			b.t2[i] = 0
-		}
-	}
-	b.bn1.Backward(b.t1, b.t2, b.c1, b.b1, n) // t1 = d c1
+	b.conv2.Backward(b.t2, b.t1, b.b1, b.c2, n) // t2 = d b1
+	b.bn1.Backward(b.t1, b.t2, b.c1, b.b1, n)   // t1 = d c1 (ReLU mask inside)
 	// Shortcut.
 	if b.scConv != nil {
 		b.scBN.Backward(b.t2, g, b.s1, b.s2, n) // t2 = d s1

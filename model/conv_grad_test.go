@@ -85,6 +85,7 @@ func TestBatchNormGrad(t *testing.T) {
 	x := make([]float32, 4*l.InSize())
 	randn(rand.New(rand.NewPCG(12, 13)), x)
 	checkLayer(t, "BatchNorm2d", l, p, x, 4)
+	checkLayer(t, "BatchNorm2d+ReLU", l.WithReLU(), p, x, 4)
 }
 
 // TestBatchNormStats checks training statistics, the running averages
@@ -188,6 +189,10 @@ func reluPattern(m *Model, n int) string {
 		case *BasicBlock:
 			add(l.b1[:n*l.out])
 			add(m.acts[i+1][:n*l.out])
+		case *BatchNorm2d:
+			if l.relu {
+				add(m.acts[i+1][:n*l.OutSize()])
+			}
 		}
 	}
 	return string(b)
@@ -278,4 +283,17 @@ func TestResNetGrad(t *testing.T) {
 		t.Errorf("only %d of %d parameters had a kink-free step", checked, len(idx))
 	}
 	t.Logf("checked %d of %d sampled parameters (%d in the model) on kink-free steps", checked, len(idx), p.Len())
+}
+
+func TestMasked(t *testing.T) {
+	for _, tc := range []struct{ d, y, want float32 }{
+		{2, 1, 2}, {2, 0, 0}, {-3, 1e-38, -3}, {5, float32(math.Inf(1)), 5}, {-1, 0, 0},
+	} {
+		if got := masked(tc.d, tc.y); got != tc.want {
+			t.Errorf("masked(%v, %v) = %v, want %v", tc.d, tc.y, got, tc.want)
+		}
+	}
+	if z := max(float32(math.Copysign(0, -1)), 0); math.Float32bits(z) != 0 {
+		t.Errorf("max(-0, 0) has bits %x: ReLU outputs could be -0", math.Float32bits(z))
+	}
 }

@@ -120,8 +120,7 @@ func (m *Model) buildResNet() {
 	before := p.Len()
 	m.add(NewConv2D(p, m.scr, "conv1", c, h, w, 16, 3, 1, 1, false), before)
 	before = p.Len()
-	m.add(NewBatchNorm2d(p, m.Mode, "bn1", 16, h, w), before)
-	m.add(NewReLU(h*w*16), p.Len())
+	m.add(NewBatchNorm2d(p, m.Mode, "bn1", 16, h, w).WithReLU(), before)
 	c = 16
 	n := (m.Config.Depth - 2) / 6
 	for stage, out := range []int{16, 32, 64} {

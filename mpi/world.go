@@ -47,6 +47,7 @@ type World struct {
 	localRank int
 	localSize int
 	done      bool
+	dup       bool // made by Dup: Free, not Finalize
 
 	// The ring allreduce's communicator and scratch slots (ring.go).
 	ring    C.MPI_Comm
@@ -78,6 +79,32 @@ func Init() (*World, error) {
 		return nil, errorf(rc, w.rank, "MPI_Comm_dup(ring)")
 	}
 	return w, nil
+}
+
+// Dup returns a World over the same ranks with communicators of its own,
+// for collectives that run concurrently with this world's (synchronised
+// BatchNorm in the training goroutine while the communication goroutine
+// reduces gradients). It is collective: every rank calls it at the same
+// point. Finalize the original only; Free releases a duplicate.
+func (w *World) Dup() (*World, error) {
+	d := &World{rank: w.rank, size: w.size, localRank: w.localRank, localSize: w.localSize, dup: true}
+	if rc := C.tr_dup(w.comm, &d.comm); rc != C.MPI_SUCCESS {
+		return nil, errorf(rc, w.rank, "MPI_Comm_dup")
+	}
+	if rc := C.tr_dup(w.comm, &d.ring); rc != C.MPI_SUCCESS {
+		return nil, errorf(rc, w.rank, "MPI_Comm_dup(ring)")
+	}
+	return d, nil
+}
+
+// Free releases a World made by Dup (collective, like MPI_Comm_free).
+func (w *World) Free() error {
+	if !w.dup || w.done {
+		return nil
+	}
+	w.done = true
+	C.tr_free(&w.ring)
+	return errorf(C.tr_free(&w.comm), w.rank, "MPI_Comm_free")
 }
 
 // Rank is this process's rank in the world, 0 <= Rank < Size.

@@ -145,3 +145,39 @@ func TestErrorsReturn(t *testing.T) {
 		t.Errorf("error %q, want prefix %q", got, want)
 	}
 }
+
+// TestDup: a duplicate world reduces concurrently with the original, from
+// another goroutine, without the two collectives mixing.
+func TestDup(t *testing.T) {
+	if !mpitest.Launch(t, 3, 60*time.Second) {
+		return
+	}
+	w := world(t)
+	d, err := w.Dup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		for range 200 {
+			b := []float64{1}
+			if err := d.AllreduceFloat64(b, mpi.Sum); err != nil || b[0] != 3 {
+				done <- fmt.Errorf("dup: %v %v", b, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 200 {
+		b := []float32{2, float32(w.Rank())}
+		if err := w.AllreduceFloat32(b, mpi.Sum); err != nil || b[0] != 6 || b[1] != 3 {
+			t.Fatalf("world: %v %v", b, err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Free(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -47,18 +47,23 @@ func agree(w *mpi.World, err error) error {
 	}
 }
 
-// paramsChecksum is the CRC-32C of a parameter buffer's bytes.
-func paramsChecksum(params []float32) uint32 {
-	return crc32.Checksum(f32Bytes(params), castagnoli)
+// paramsChecksum is the CRC-32C of the bytes of the given buffers.
+func paramsChecksum(bufs ...[]float32) uint32 {
+	var c uint32
+	for _, b := range bufs {
+		c = crc32.Update(c, castagnoli, f32Bytes(b))
+	}
+	return c
 }
 
-// verifyReplicas checks that every rank holds bit-identical parameters:
+// verifyReplicas checks that every rank holds bit-identical parameters
+// (and model buffers, such as BatchNorm's running statistics):
 // each rank's checksum goes into its slot of a vector summed across ranks,
 // and every rank compares the slots with rank 0's. It returns rank 0's
 // checksum, or a JobError (owned by rank 0) listing the ranks that differ.
-func verifyReplicas(w *mpi.World, params []float32) (uint32, error) {
+func verifyReplicas(w *mpi.World, params, buffers []float32) (uint32, error) {
 	slots := make([]int64, w.Size())
-	sum := paramsChecksum(params)
+	sum := paramsChecksum(params, buffers)
 	slots[w.Rank()] = int64(sum)
 	if err := w.AllreduceInt64(slots, mpi.Sum); err != nil {
 		return 0, err

@@ -22,9 +22,10 @@ import (
 // (https://github.com/huggingface/safetensors), read and written with
 // github.com/nlpodyssey/safetensors.
 //
-//   - Tensors: the model's parameters under their PyTorch state_dict names
-//     and shapes (F32), and the optimizer's state buffers under
-//     "optimizer.<buffer>.<parameter name>", same shapes.
+//   - Tensors: the model's parameters and buffers (BatchNorm's running
+//     statistics, F32, and num_batches_tracked, an I64 scalar) under their
+//     PyTorch state_dict names and shapes, and the optimizer's state
+//     buffers under "optimizer.<buffer>.<parameter name>", same shapes.
 //   - Metadata (string to string): "format" = checkpointFormat, the run's
 //     position (step, epoch, step_in_epoch), how it was made (seed,
 //     world_size, batch_size, model config as JSON, optimizer and its
@@ -46,10 +47,11 @@ func checkpointPath(dir string, step int) string {
 	return filepath.Join(dir, fmt.Sprintf("step-%08d.safetensors", step))
 }
 
-// State is what a checkpoint holds: the parameters, the optimizer's state
-// (same layout) and where the run was.
+// State is what a checkpoint holds: the parameters, the model's buffers,
+// the optimizer's state (the parameters' layout) and where the run was.
 type State struct {
 	Params      []float32
+	Buffers     []float32
 	Optim       map[string][]float32
 	Step        int
 	Epoch       int
@@ -57,23 +59,32 @@ type State struct {
 	Meta        map[string]string
 }
 
-// f32View is a flat float32 buffer seen as a safetensors tensor, without a
-// copy.
-type f32View struct {
-	data  []float32
+// tensorView is a slice of one of the flat buffers seen as a safetensors
+// tensor, without a copy.
+type tensorView struct {
+	dtype safetensors.DType
+	data  []float32 // the tensor's float32 slots (an I64 holds two)
 	shape []int
 }
 
-func (v f32View) DType() safetensors.DType { return safetensors.F32 }
-func (v f32View) Shape() []uint64 {
+func viewOf(t model.Tensor, buf []float32) tensorView {
+	dt := safetensors.F32
+	if t.Int64 {
+		dt = safetensors.I64
+	}
+	return tensorView{dt, t.Of(buf), t.Shape}
+}
+
+func (v tensorView) DType() safetensors.DType { return v.dtype }
+func (v tensorView) Shape() []uint64 {
 	s := make([]uint64, len(v.shape))
 	for i, d := range v.shape {
 		s[i] = uint64(d)
 	}
 	return s
 }
-func (v f32View) Data() []byte    { return f32Bytes(v.data) }
-func (v f32View) DataLen() uint64 { return uint64(4 * len(v.data)) }
+func (v tensorView) Data() []byte    { return f32Bytes(v.data) }
+func (v tensorView) DataLen() uint64 { return uint64(4 * len(v.data)) }
 
 // f32Bytes is the little-endian bytes of v, shared with v (the machines we
 // run on are little-endian, as safetensors is).
@@ -97,13 +108,16 @@ func checksum(names []string, data func(string) []byte) uint32 {
 }
 
 // tensorViews lays out s's buffers as named tensors of p's layout.
-func tensorViews(p *model.Params, s *State) map[string]f32View {
-	views := make(map[string]f32View, len(p.Tensors)*(1+len(s.Optim)))
+func tensorViews(p *model.Params, s *State) map[string]tensorView {
+	views := make(map[string]tensorView, len(p.Tensors)*(1+len(s.Optim))+len(p.BufferTensors))
 	for _, t := range p.Tensors {
-		views[t.Name] = f32View{t.Of(s.Params), t.Shape}
+		views[t.Name] = viewOf(t, s.Params)
 		for buf, v := range s.Optim {
-			views[optimPrefix+buf+"."+t.Name] = f32View{t.Of(v), t.Shape}
+			views[optimPrefix+buf+"."+t.Name] = viewOf(t, v)
 		}
+	}
+	for _, t := range p.BufferTensors {
+		views[t.Name] = viewOf(t, s.Buffers)
 	}
 	return views
 }
@@ -208,8 +222,8 @@ func loadCheckpoint(path string, p *model.Params, s *State) error {
 			return fmt.Errorf("tensor %q is not in this model (written by another --model or --hidden?)", n)
 		}
 		tv, _ := st.Tensor(n)
-		if tv.DType() != safetensors.F32 || !slices.Equal(tv.Shape(), v.Shape()) {
-			return fmt.Errorf("tensor %q is %v %v, this model has F32 %v", n, tv.DType(), tv.Shape(), v.Shape())
+		if tv.DType() != v.DType() || !slices.Equal(tv.Shape(), v.Shape()) {
+			return fmt.Errorf("tensor %q is %v %v, this model has %v %v", n, tv.DType(), tv.Shape(), v.DType(), v.Shape())
 		}
 		copy(v.Data(), tv.Data())
 	}

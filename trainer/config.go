@@ -9,33 +9,84 @@ import (
 
 // Config is everything a training run is told, filled from flags in main.
 type Config struct {
-	Model           string
-	Hidden          []int
-	DataDir         string
-	BatchSize       int // per rank
-	Epochs          int
-	MaxSteps        int // 0: no limit
-	LR              float64
-	LRSchedule      string
-	WarmupSteps     int
-	Momentum        float64
-	WeightDecay     float64
-	Seed            uint64
-	Allreduce       string
-	BucketMB        float64 // gradient bucket size; 0: one bucket
-	Overlap         bool    // allreduce buckets during backward
+	Model  string
+	Hidden []int // MLP
+	Depth  int   // ResNet
+
+	DataDir          string // a directory, or "synthetic"
+	SyntheticShape   string // CxHxW
+	SyntheticSamples int
+	Augment          string // "auto", "none", "crop", "flip", "crop,flip"
+	CropPad          int
+
+	BatchSize    int // per rank
+	EvalBatch    int // 0: BatchSize
+	Epochs       int
+	MaxSteps     int // 0: no limit
+	Optimizer    string
+	LR           float64
+	LRScaling    string // "none" or "linear"
+	LRSchedule   string
+	WarmupSteps  int
+	LRStepEpochs int
+	LRGamma      float64
+	Momentum     float64
+	Nesterov     bool
+	WeightDecay  float64
+	Beta1, Beta2 float64
+	Eps          float64
+	ClipGradNorm float64 // 0: off
+	Seed         uint64
+
+	Allreduce string
+	BucketMB  float64 // gradient bucket size; 0: one bucket
+	Overlap   bool    // allreduce buckets during backward
+	BN        string  // "sync" or "local"
+	Threads   int     // BLAS threads per rank; 0: from the cores per local rank
+
 	CheckpointDir   string
 	CheckpointEvery int // steps; 0: only at the end
 	Keep            int // checkpoints kept; 0: all
 	Resume          bool
 	LogEvery        int
-	EvalBatch       int
 	// Fault, for tests: "RANK:STEP:KIND", see fault.go.
 	Fault string
 }
 
 // Allreduces lists the gradient allreduce algorithms.
 var Allreduces = []string{"ring", "mpi"}
+
+// optimConfig is the optimizer part of c.
+func (c *Config) optimConfig() optim.Config {
+	return optim.Config{Name: c.Optimizer, Momentum: c.Momentum, Nesterov: c.Nesterov, WeightDecay: c.WeightDecay,
+		Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps}
+}
+
+// augment reads --augment for a model: "auto" is crop and flip for the
+// convolutional networks and nothing for the MLP.
+func (c *Config) augment() (crop, flip bool, err error) {
+	a := c.Augment
+	if a == "auto" {
+		if c.Model == "mlp" {
+			return false, false, nil
+		}
+		a = "crop,flip"
+	}
+	if a == "none" || a == "" {
+		return false, false, nil
+	}
+	for _, p := range strings.Split(a, ",") {
+		switch strings.TrimSpace(p) {
+		case "crop":
+			crop = true
+		case "flip":
+			flip = true
+		default:
+			return false, false, fmt.Errorf("--augment %q: want auto, none, or crop and/or flip (comma-separated)", c.Augment)
+		}
+	}
+	return crop, flip, nil
+}
 
 // Validate checks what can be checked without data or MPI.
 func (c *Config) Validate() error {
@@ -48,10 +99,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-steps %d: must be 0 (no limit) or positive", c.MaxSteps)
 	case !(c.LR > 0):
 		return fmt.Errorf("--lr %v: must be positive", c.LR)
+	case c.LRScaling != "none" && c.LRScaling != "linear":
+		return fmt.Errorf("--lr-scaling %q: choose none or linear", c.LRScaling)
 	case c.Momentum < 0 || c.Momentum >= 1:
 		return fmt.Errorf("--momentum %v: must be in [0, 1)", c.Momentum)
 	case c.WeightDecay < 0:
 		return fmt.Errorf("--weight-decay %v: must not be negative", c.WeightDecay)
+	case c.ClipGradNorm < 0:
+		return fmt.Errorf("--clip-grad-norm %v: must not be negative", c.ClipGradNorm)
 	case c.CheckpointEvery < 0:
 		return fmt.Errorf("--checkpoint-every %d: must not be negative", c.CheckpointEvery)
 	case c.Keep < 0:
@@ -62,9 +117,17 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--log-every %d: must be positive", c.LogEvery)
 	case c.Resume && c.CheckpointDir == "":
 		return fmt.Errorf("--resume needs --checkpoint-dir")
+	case c.BN != "sync" && c.BN != "local":
+		return fmt.Errorf("--bn %q: choose sync (statistics over all ranks) or local (per rank)", c.BN)
+	case c.Threads < 0:
+		return fmt.Errorf("--threads %d: must not be negative", c.Threads)
+	case c.CropPad < 0:
+		return fmt.Errorf("--crop-pad %d: must not be negative", c.CropPad)
+	case c.EvalBatch < 0:
+		return fmt.Errorf("--eval-batch %d: must not be negative", c.EvalBatch)
 	}
-	if c.EvalBatch <= 0 {
-		c.EvalBatch = 1000
+	if c.EvalBatch == 0 {
+		c.EvalBatch = c.BatchSize
 	}
 	ok := false
 	for _, a := range Allreduces {
@@ -73,7 +136,13 @@ func (c *Config) Validate() error {
 	if !ok {
 		return fmt.Errorf("unknown --allreduce %q: choose one of %s", c.Allreduce, strings.Join(Allreduces, ", "))
 	}
-	if err := (optim.Schedule{Kind: c.LRSchedule, Warmup: c.WarmupSteps}).Validate(); err != nil {
+	if _, err := optim.New(c.optimConfig(), 0); err != nil {
+		return err
+	}
+	if err := (optim.Schedule{Kind: c.LRSchedule, Warmup: c.WarmupSteps, StepSize: max(c.LRStepEpochs, 0), Gamma: c.LRGamma}).Validate(); err != nil {
+		return err
+	}
+	if _, _, err := c.augment(); err != nil {
 		return err
 	}
 	if _, err := parseFault(c.Fault); err != nil {

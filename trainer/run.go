@@ -1,19 +1,19 @@
 package trainer
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
-	"time"
 
 	"train/data"
 	"train/model"
 	"train/mpi"
+	"train/openblas"
 	"train/optim"
 )
 
@@ -23,17 +23,22 @@ const SetupHint = "run scripts/setup.sh (it installs Debian's dataset-fashion-mn
 // run is one training job on one rank.
 type run struct {
 	w     *mpi.World
+	bn    *mpi.World // synchronised BatchNorm's own communicators; nil with --bn local
 	cfg   Config
 	log   io.Writer // rank 0's progress; io.Discard elsewhere
 	fault *fault
 
 	train, test *data.Dataset
+	augment     data.Augment
 	model       *model.Model
-	opt         *optim.SGD
+	opt         optim.Optimizer
+	sched       optim.Schedule
 	sync        *gradSync
 	sampler     data.Sampler
-	state       State // position; Params and Optim alias the live buffers
+	state       State // position; Params, Buffers and Optim alias the live buffers
 	lastSaved   int   // step of the newest checkpoint, -1 if none
+	bnErr       error // first failure of a BatchNorm reduction
+	blas        string
 }
 
 // Run trains on this rank of w as cfg says, writing progress to log on
@@ -52,6 +57,14 @@ func Run(w *mpi.World, cfg Config, log io.Writer) error {
 	if err := agree(w, r.setup()); err != nil {
 		return err
 	}
+	if r.cfg.BN == "sync" {
+		var err error
+		if r.bn, err = w.Dup(); err != nil {
+			return err
+		}
+		defer r.bn.Free()
+		r.model.Mode.Reduce = r.reduceBN
+	}
 	var err error
 	if w.Rank() == 0 {
 		err = r.initialState()
@@ -66,32 +79,59 @@ func Run(w *mpi.World, cfg Config, log io.Writer) error {
 	return r.loop()
 }
 
+// reduceBN sums synchronised BatchNorm's per-channel statistics over all
+// ranks. Layers cannot return errors; the first failure is kept and
+// reported after the pass (the values are then meaningless, and the step
+// is abandoned).
+func (r *run) reduceBN(buf []float64) {
+	if err := r.bn.AllreduceFloat64(buf, mpi.Sum); err != nil && r.bnErr == nil {
+		r.bnErr = fmt.Errorf("synchronised BatchNorm: %w", err)
+	}
+}
+
 // setup loads the data, builds the model and optimizer and checks the
 // checkpoint directory: everything each rank can get wrong on its own.
 func (r *run) setup() error {
 	c := &r.cfg
+	r.blas = r.loadBLAS()
 	var err error
-	r.train, r.test, err = data.LoadMNIST(c.DataDir)
+	r.train, r.test, err = data.Load(data.Source{Dir: c.DataDir, SyntheticShape: c.SyntheticShape, SyntheticSamples: c.SyntheticSamples, Seed: c.Seed})
 	if errors.Is(err, data.ErrNotFound) {
 		return fmt.Errorf("--data %s: %v: %s", c.DataDir, err, SetupHint)
 	}
 	if err != nil {
 		return err
 	}
+	crop, flip, _ := c.augment()
+	r.augment = data.Augment{Flip: flip, Seed: c.Seed}
+	if crop {
+		r.augment.Pad = c.CropPad
+	}
 	r.model, err = model.Build(model.Config{
 		Kind:    c.Model,
 		Hidden:  c.Hidden,
+		Depth:   c.Depth,
 		Input:   [3]int{r.train.C, r.train.H, r.train.W},
 		Classes: r.train.Classes,
 	})
 	if err != nil {
 		return err
 	}
+	if c.Model != "resnet" {
+		r.model.Config.Depth = 0
+	}
 	r.sampler = data.Sampler{N: r.train.N, Batch: c.BatchSize, Rank: r.w.Rank(), Size: r.w.Size(), Seed: c.Seed}
-	if r.sampler.StepsPerEpoch() == 0 {
+	spe := r.sampler.StepsPerEpoch()
+	if spe == 0 {
 		return fmt.Errorf("--batch-size %d: each of the %d ranks' shards holds %d of the %d training samples, fewer than one batch; lower --batch-size",
 			c.BatchSize, r.w.Size(), r.train.N/r.w.Size(), r.train.N)
 	}
+	lr := c.LR
+	if c.LRScaling == "linear" {
+		lr *= float64(r.w.Size())
+	}
+	r.sched = optim.Schedule{Kind: c.LRSchedule, Base: lr, Warmup: c.WarmupSteps, Total: c.Epochs * spe,
+		StepSize: c.LRStepEpochs * spe, Gamma: c.LRGamma}
 	p := r.model.Params
 	reduce := r.w.AllreduceFloat32
 	if c.Allreduce == "ring" {
@@ -99,8 +139,10 @@ func (r *run) setup() error {
 	}
 	r.sync = newGradSync(reduce, p.Grad, makeBuckets(p, int(c.BucketMB*(1<<20))), c.Overlap)
 	r.model.OnGradReady = r.sync.ready
-	r.opt = optim.NewSGD(p.Len(), float32(c.Momentum), float32(c.WeightDecay))
-	r.state = State{Params: p.Data, Optim: r.opt.State()}
+	if r.opt, err = optim.New(c.optimConfig(), p.Len()); err != nil {
+		return err
+	}
+	r.state = State{Params: p.Data, Buffers: p.Buffers, Optim: r.opt.State()}
 	if c.CheckpointDir != "" && r.w.Rank() == 0 {
 		if err := checkWritable(c.CheckpointDir); err != nil {
 			return fmt.Errorf("--checkpoint-dir %s: %v", c.CheckpointDir, err)
@@ -150,7 +192,7 @@ func (r *run) resume(path string) error {
 		return fmt.Errorf("%v; move it away to resume from an older checkpoint", err)
 	}
 	if got, want := s.Meta["model"], r.model.Config.String(); got != want {
-		return fmt.Errorf("checkpoint %s was written for model %s, this run builds %s: use the same --model and --hidden", path, got, want)
+		return fmt.Errorf("checkpoint %s was written for model %s, this run builds %s: use the same --model, --hidden and --depth", path, got, want)
 	}
 	oldSize, _ := strconv.Atoi(s.Meta["world_size"])
 	oldBatch, _ := strconv.Atoi(s.Meta["batch_size"])
@@ -168,11 +210,14 @@ func (r *run) resume(path string) error {
 	return nil
 }
 
-// broadcastState gives every rank rank 0's parameters, optimizer state and
-// position.
+// broadcastState gives every rank rank 0's parameters, buffers, optimizer
+// state and position.
 func (r *run) broadcastState() error {
 	s := &r.state
 	if err := r.w.BcastFloat32(s.Params, 0); err != nil {
+		return err
+	}
+	if err := r.w.BcastFloat32(s.Buffers, 0); err != nil {
 		return err
 	}
 	// In name order: map order differs between ranks, collectives may not.
@@ -193,183 +238,51 @@ func (r *run) broadcastState() error {
 func (r *run) describe() {
 	c := &r.cfg
 	n := r.w.Size()
-	fmt.Fprintf(r.log, "train: %s model, %d parameters; %s: %d training and %d test samples\n",
-		c.Model, r.model.Params.Len(), filepath.Base(c.DataDir), r.train.N, r.test.N)
-	fmt.Fprintf(r.log, "train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s, sgd lr %g (%s, %d warm-up steps) momentum %g weight decay %g\n",
-		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), c.Allreduce, len(r.sync.buckets), map[bool]string{true: " overlapped with backward", false: ""}[c.Overlap], c.LR, c.LRSchedule, c.WarmupSteps, c.Momentum, c.WeightDecay)
+	name := c.Model
+	if c.Model == "resnet" {
+		name = fmt.Sprintf("resnet-%d", c.Depth)
+	}
+	_, flops := r.model.FLOPs()
+	fmt.Fprintf(r.log, "train: %s model, %d parameters, %.1f MFLOP per training sample; %s: %d training and %d test samples of %dx%dx%d\n",
+		name, r.model.Params.Len(), float64(flops)/1e6, r.train.Name, r.train.N, r.test.N, r.train.C, r.train.H, r.train.W)
+	overlap := ""
+	if c.Overlap {
+		overlap = " overlapped with backward"
+	}
+	bn := ""
+	if len(r.model.Params.BufferTensors) > 0 {
+		bn = ", batchnorm " + c.BN
+	}
+	fmt.Fprintf(r.log, "train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s%s; %s\n",
+		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), c.Allreduce, len(r.sync.buckets), overlap, bn, r.blas)
+	oc, _ := json.Marshal(c.optimConfig())
+	fmt.Fprintf(r.log, "train: optimizer %s, lr %g (%s schedule, %d warm-up steps, scaling %s), augment %s\n",
+		oc, r.sched.Base, c.LRSchedule, c.WarmupSteps, c.LRScaling, augmentName(r.augment))
 }
 
-// stats are sums over samples, allreduced before they are printed.
-type stats struct{ loss, correct, count float64 }
-
-func (s *stats) add(loss float64, correct, n int) {
-	s.loss += loss * float64(n)
-	s.correct += float64(correct)
-	s.count += float64(n)
+func augmentName(a data.Augment) string {
+	switch {
+	case a.Pad > 0 && a.Flip:
+		return fmt.Sprintf("crop (pad %d) and flip", a.Pad)
+	case a.Pad > 0:
+		return fmt.Sprintf("crop (pad %d)", a.Pad)
+	case a.Flip:
+		return "flip"
+	}
+	return "none"
 }
 
-// loop trains from the current state to --epochs or --max-steps.
-func (r *run) loop() error {
-	c := &r.cfg
-	s := &r.state
-	p := r.model.Params
-	b, classes := c.BatchSize, r.model.Classes()
-	spe := r.sampler.StepsPerEpoch()
-	x := make([]float32, b*r.train.SampleSize())
-	y := make([]int32, b)
-	sched := optim.Schedule{Kind: c.LRSchedule, Base: c.LR, Warmup: c.WarmupSteps, Total: c.Epochs * spe}
-	global := float64(b * r.w.Size())
-
-	var window, epochStats stats
-	windowStart, epochStart := time.Now(), time.Now()
-	windowSteps := 0
-	// Time in training steps alone (no evaluation, logging or
-	// checkpoints), for the closing throughput figure.
-	var stepTime, waitTime time.Duration
-	firstStep := s.Step
-	done := func() bool { return c.MaxSteps > 0 && s.Step >= c.MaxSteps }
-
-	for s.Epoch < c.Epochs && !done() {
-		idx := r.sampler.Epoch(s.Epoch)
-		for s.StepInEpoch < spe && !done() {
-			if err := r.fault.fire(r.w.Rank(), s.Step); err != nil {
-				return err
-			}
-			t0 := time.Now()
-			r.train.Batch(x, y, idx[s.StepInEpoch*b:(s.StepInEpoch+1)*b])
-			clear(p.Grad)
-			r.sync.begin()
-			logits := r.model.Forward(x, b)
-			loss, correct := model.SoftmaxCrossEntropy(r.model.LossGrad(b), logits, y, b, classes)
-			r.model.Backward(b) // starts the allreduce of finished buckets
-			if err := r.sync.finish(); err != nil {
-				return err
-			}
-			lr := sched.At(s.Step)
-			r.opt.Step(p.Data, p.Grad, float32(lr))
-			stepTime += time.Since(t0)
-			s.Step++
-			s.StepInEpoch++
-			window.add(loss, correct, b)
-			epochStats.add(loss, correct, b)
-			windowSteps++
-
-			if s.Step%c.LogEvery == 0 {
-				sum := []float64{window.loss, window.correct, window.count}
-				if err := r.w.AllreduceFloat64(sum, mpi.Sum); err != nil {
-					return err
-				}
-				el := time.Since(windowStart).Seconds()
-				wait := r.sync.takeWaiting()
-				waitTime += wait
-				fmt.Fprintf(r.log, "epoch %d/%d step %d (%d/%d) loss %.4f acc %.2f%% lr %.4g %.0f samples/s, gradient wait %.2f ms/step\n",
-					s.Epoch+1, c.Epochs, s.Step, s.StepInEpoch, spe, sum[0]/sum[2], 100*sum[1]/sum[2], lr,
-					float64(windowSteps)*global/el, wait.Seconds()*1e3/float64(windowSteps))
-				window, windowSteps, windowStart = stats{}, 0, time.Now()
-			}
-			if c.CheckpointDir != "" && c.CheckpointEvery > 0 && s.Step%c.CheckpointEvery == 0 {
-				if err := r.checkpoint(); err != nil {
-					return err
-				}
-			}
-		}
-		if s.StepInEpoch < spe {
-			break // stopped by --max-steps inside the epoch
-		}
-		if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
-			return err
-		}
-		s.Epoch++
-		s.StepInEpoch = 0
-		epochStats, epochStart = stats{}, time.Now()
+// loadBLAS puts OpenBLAS behind the model's matrix products, with threads
+// from --threads or the cores this rank may use, and describes the
+// outcome; without the library the pure-Go gonum BLAS stays.
+func (r *run) loadBLAS() string {
+	threads := r.cfg.Threads
+	if threads == 0 {
+		threads = coresPerRank(r.w.LocalSize())
 	}
-	if s.StepInEpoch > 0 {
-		if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
-			return err
-		}
-	}
-	if c.CheckpointDir != "" && r.lastSaved != s.Step {
-		if err := r.checkpoint(); err != nil {
-			return err
-		}
-	}
-	sum, err := verifyReplicas(r.w, p.Data)
+	info, err := openblas.Load("", threads)
 	if err != nil {
-		return err
+		return fmt.Sprintf("blas: gonum (pure Go; %v)", err)
 	}
-	if n := s.Step - firstStep; n > 0 {
-		waitTime += r.sync.takeWaiting()
-		fmt.Fprintf(r.log, "throughput: %d steps x %d samples in %.2f s of training steps: %.0f samples/s; %.2f ms per step, %.2f ms of it waiting for gradients (rank 0)\n",
-			n, int(global), stepTime.Seconds(), float64(n)*global/stepTime.Seconds(),
-			stepTime.Seconds()*1e3/float64(n), waitTime.Seconds()*1e3/float64(n))
-	}
-	fmt.Fprintf(r.log, "done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", s.Step, r.w.Size(), sum)
-	return nil
-}
-
-// endEpoch evaluates the test set across ranks and logs the epoch (or the
-// part of it that ran).
-func (r *run) endEpoch(train *stats, took time.Duration) error {
-	test := r.evaluate()
-	sum := []float64{train.loss, train.correct, train.count, test.loss, test.correct, test.count}
-	if err := r.w.AllreduceFloat64(sum, mpi.Sum); err != nil {
-		return err
-	}
-	s := &r.state
-	what := "done"
-	if s.StepInEpoch < r.sampler.StepsPerEpoch() {
-		what = "stopped"
-	}
-	fmt.Fprintf(r.log, "epoch %d/%d %s step %d: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s\n",
-		s.Epoch+1, r.cfg.Epochs, what, s.Step, sum[0]/sum[2], 100*sum[1]/sum[2], sum[3]/sum[5], 100*sum[4]/sum[5], took.Seconds())
-	return nil
-}
-
-// evaluate runs this rank's shard of the test set.
-func (r *run) evaluate() stats {
-	idx := data.Shard(r.test.N, r.w.Rank(), r.w.Size())
-	eb := r.cfg.EvalBatch
-	x := make([]float32, eb*r.test.SampleSize())
-	y := make([]int32, eb)
-	var st stats
-	for lo := 0; lo < len(idx); lo += eb {
-		hi := min(lo+eb, len(idx))
-		n := hi - lo
-		r.test.Batch(x, y, idx[lo:hi])
-		logits := r.model.Forward(x, n)
-		loss, correct := model.SoftmaxCrossEntropy(nil, logits, y, n, r.model.Classes())
-		st.add(loss, correct, n)
-	}
-	return st
-}
-
-// checkpoint writes the current state on rank 0 and prunes old files.
-func (r *run) checkpoint() error {
-	r.lastSaved = r.state.Step
-	if r.w.Rank() != 0 {
-		return nil
-	}
-	c := &r.cfg
-	r.state.Meta = map[string]string{
-		"seed":         strconv.FormatUint(c.Seed, 10),
-		"world_size":   strconv.Itoa(r.w.Size()),
-		"batch_size":   strconv.Itoa(c.BatchSize),
-		"model":        r.model.Config.String(),
-		"optimizer":    "sgd",
-		"lr":           strconv.FormatFloat(c.LR, 'g', -1, 64),
-		"lr_schedule":  c.LRSchedule,
-		"warmup_steps": strconv.Itoa(c.WarmupSteps),
-		"momentum":     strconv.FormatFloat(c.Momentum, 'g', -1, 64),
-		"weight_decay": strconv.FormatFloat(c.WeightDecay, 'g', -1, 64),
-	}
-	start := time.Now()
-	path, err := SaveCheckpoint(c.CheckpointDir, r.model.Params, &r.state)
-	if err != nil {
-		return err
-	}
-	if err := pruneCheckpoints(c.CheckpointDir, c.Keep); err != nil {
-		return fmt.Errorf("--keep %d: removing old checkpoints in %s: %v", c.Keep, c.CheckpointDir, err)
-	}
-	fmt.Fprintf(r.log, "checkpoint: %s (%.0f ms)\n", path, float64(time.Since(start).Microseconds())/1000)
-	return nil
+	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank", info.Core, info.Threads)
 }

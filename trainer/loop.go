@@ -1,0 +1,228 @@
+package trainer
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"train/data"
+	"train/model"
+	"train/mpi"
+	"train/optim"
+)
+
+// stats are sums over samples, allreduced before they are printed.
+type stats struct{ loss, correct, count float64 }
+
+func (s *stats) add(loss float64, correct, n int) {
+	s.loss += loss * float64(n)
+	s.correct += float64(correct)
+	s.count += float64(n)
+}
+
+// loop trains from the current state to --epochs or --max-steps.
+func (r *run) loop() error {
+	c := &r.cfg
+	s := &r.state
+	p := r.model.Params
+	b, classes := c.BatchSize, r.model.Classes()
+	spe := r.sampler.StepsPerEpoch()
+	x := make([]float32, b*r.train.SampleSize())
+	y := make([]int32, b)
+	global := float64(b * r.w.Size())
+	_, flopsPerSample := r.model.FLOPs()
+
+	var window, epochStats stats
+	windowStart, epochStart := time.Now(), time.Now()
+	windowSteps := 0
+	// Time in training steps alone (no evaluation, logging or
+	// checkpoints), for the closing throughput figure.
+	var stepTime, waitTime time.Duration
+	firstStep := s.Step
+	done := func() bool { return c.MaxSteps > 0 && s.Step >= c.MaxSteps }
+	var lr float64
+
+	for s.Epoch < c.Epochs && !done() {
+		idx := r.sampler.Epoch(s.Epoch)
+		for s.StepInEpoch < spe && !done() {
+			if err := r.fault.fire(r.w.Rank(), s.Step); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			r.train.BatchAugmented(x, y, idx[s.StepInEpoch*b:(s.StepInEpoch+1)*b], r.augment, s.Epoch)
+			clear(p.Grad)
+			r.sync.begin()
+			logits := r.model.Forward(x, b)
+			loss, correct := model.SoftmaxCrossEntropy(r.model.LossGrad(b), logits, y, b, classes)
+			r.model.Backward(b) // starts the allreduce of finished buckets
+			if err := r.sync.finish(); err != nil {
+				return err
+			}
+			if r.bnErr != nil {
+				return r.bnErr
+			}
+			if c.ClipGradNorm > 0 {
+				optim.ClipGradNorm(p.Grad, c.ClipGradNorm)
+			}
+			lr = r.sched.At(s.Step)
+			r.opt.Step(p.Data, p.Grad, float32(lr), s.Step+1)
+			stepTime += time.Since(t0)
+			s.Step++
+			s.StepInEpoch++
+			window.add(loss, correct, b)
+			epochStats.add(loss, correct, b)
+			windowSteps++
+
+			if s.Step%c.LogEvery == 0 {
+				sum := []float64{window.loss, window.correct, window.count}
+				if err := r.w.AllreduceFloat64(sum, mpi.Sum); err != nil {
+					return err
+				}
+				el := time.Since(windowStart).Seconds()
+				wait := r.sync.takeWaiting()
+				waitTime += wait
+				fmt.Fprintf(r.log, "epoch %d/%d step %d (%d/%d) loss %.4f acc %.2f%% lr %.4g %.0f samples/s, gradient wait %.2f ms/step\n",
+					s.Epoch+1, c.Epochs, s.Step, s.StepInEpoch, spe, sum[0]/sum[2], 100*sum[1]/sum[2], lr,
+					float64(windowSteps)*global/el, wait.Seconds()*1e3/float64(windowSteps))
+				window, windowSteps, windowStart = stats{}, 0, time.Now()
+			}
+			if c.CheckpointDir != "" && c.CheckpointEvery > 0 && s.Step%c.CheckpointEvery == 0 {
+				if err := r.checkpoint(); err != nil {
+					return err
+				}
+			}
+		}
+		if s.StepInEpoch < spe {
+			break // stopped by --max-steps inside the epoch
+		}
+		if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
+			return err
+		}
+		s.Epoch++
+		s.StepInEpoch = 0
+		epochStats, epochStart = stats{}, time.Now()
+	}
+	if s.StepInEpoch > 0 {
+		if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
+			return err
+		}
+	}
+	if c.CheckpointDir != "" && r.lastSaved != s.Step {
+		if err := r.checkpoint(); err != nil {
+			return err
+		}
+	}
+	if err := r.syncBuffers(); err != nil {
+		return err
+	}
+	sum, err := verifyReplicas(r.w, p.Data, p.Buffers)
+	if err != nil {
+		return err
+	}
+	if n := s.Step - firstStep; n > 0 {
+		waitTime += r.sync.takeWaiting()
+		sps := float64(n) * global / stepTime.Seconds()
+		fmt.Fprintf(r.log, "throughput: %d steps x %d samples in %.2f s of training steps: %.0f samples/s, %.1f GFLOP/s per rank; %.2f ms per step, %.2f ms of it waiting for gradients (rank 0)\n",
+			n, int(global), stepTime.Seconds(), sps, sps*float64(flopsPerSample)/float64(r.w.Size())/1e9,
+			stepTime.Seconds()*1e3/float64(n), waitTime.Seconds()*1e3/float64(n))
+	}
+	fmt.Fprintf(r.log, "done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", s.Step, r.w.Size(), sum)
+	return nil
+}
+
+// syncBuffers makes the model's buffers identical on every rank before
+// they are evaluated or saved. With synchronised BatchNorm they already
+// are; with --bn local each rank kept its own running statistics, and
+// their mean across ranks is taken (the integer batch counters agree by
+// construction and are left alone).
+func (r *run) syncBuffers() error {
+	if r.cfg.BN == "sync" {
+		return nil
+	}
+	p := r.model.Params
+	for _, t := range p.BufferTensors {
+		if !t.Int64 {
+			if err := r.w.AllreduceFloat32(t.Of(p.Buffers), mpi.Mean); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// endEpoch evaluates the test set across ranks and logs the epoch (or the
+// part of it that ran).
+func (r *run) endEpoch(train *stats, took time.Duration) error {
+	if err := r.syncBuffers(); err != nil {
+		return err
+	}
+	test := r.evaluate()
+	sum := []float64{train.loss, train.correct, train.count, test.loss, test.correct, test.count}
+	if err := r.w.AllreduceFloat64(sum, mpi.Sum); err != nil {
+		return err
+	}
+	s := &r.state
+	what := "done"
+	if s.StepInEpoch < r.sampler.StepsPerEpoch() {
+		what = "stopped"
+	}
+	fmt.Fprintf(r.log, "epoch %d/%d %s step %d: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s\n",
+		s.Epoch+1, r.cfg.Epochs, what, s.Step, sum[0]/sum[2], 100*sum[1]/sum[2], sum[3]/sum[5], 100*sum[4]/sum[5], took.Seconds())
+	return nil
+}
+
+// evaluate runs this rank's shard of the test set in evaluation mode
+// (BatchNorm on its running statistics).
+func (r *run) evaluate() stats {
+	r.model.Mode.Training = false
+	defer func() { r.model.Mode.Training = true }()
+	idx := data.Shard(r.test.N, r.w.Rank(), r.w.Size())
+	eb := r.cfg.EvalBatch
+	x := make([]float32, eb*r.test.SampleSize())
+	y := make([]int32, eb)
+	var st stats
+	for lo := 0; lo < len(idx); lo += eb {
+		hi := min(lo+eb, len(idx))
+		n := hi - lo
+		r.test.Batch(x, y, idx[lo:hi])
+		logits := r.model.Forward(x, n)
+		loss, correct := model.SoftmaxCrossEntropy(nil, logits, y, n, r.model.Classes())
+		st.add(loss, correct, n)
+	}
+	return st
+}
+
+// checkpoint writes the current state on rank 0 and prunes old files.
+func (r *run) checkpoint() error {
+	r.lastSaved = r.state.Step
+	if err := r.syncBuffers(); err != nil {
+		return err
+	}
+	if r.w.Rank() != 0 {
+		return nil
+	}
+	c := &r.cfg
+	oc, _ := json.Marshal(c.optimConfig())
+	r.state.Meta = map[string]string{
+		"seed":         strconv.FormatUint(c.Seed, 10),
+		"world_size":   strconv.Itoa(r.w.Size()),
+		"batch_size":   strconv.Itoa(c.BatchSize),
+		"model":        r.model.Config.String(),
+		"optimizer":    string(oc),
+		"lr":           strconv.FormatFloat(r.sched.Base, 'g', -1, 64),
+		"lr_schedule":  c.LRSchedule,
+		"warmup_steps": strconv.Itoa(c.WarmupSteps),
+		"batchnorm":    c.BN,
+	}
+	start := time.Now()
+	path, err := SaveCheckpoint(c.CheckpointDir, r.model.Params, &r.state)
+	if err != nil {
+		return err
+	}
+	if err := pruneCheckpoints(c.CheckpointDir, c.Keep); err != nil {
+		return fmt.Errorf("--keep %d: removing old checkpoints in %s: %v", c.Keep, c.CheckpointDir, err)
+	}
+	fmt.Fprintf(r.log, "checkpoint: %s (%.0f ms)\n", path, float64(time.Since(start).Microseconds())/1000)
+	return nil
+}
