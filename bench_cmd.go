@@ -2,12 +2,41 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/urfave/cli/v2"
 
 	"train/bench"
 	"train/mpi"
+	"train/trainer"
 )
+
+// benchStepFlags are the training flags with the benchmark's defaults:
+// synthetic data of Fashion-MNIST's shape and a ResNet-20.
+func benchStepFlags() []cli.Flag {
+	flags := slices.Clone(trainFlags)
+	for i, f := range flags {
+		switch f {
+		case dataFlag:
+			d := *dataFlag
+			d.Value = "synthetic"
+			flags[i] = &d
+		case synShape:
+			d := *synShape
+			d.Value = "1x28x28"
+			flags[i] = &d
+		case synSamples:
+			d := *synSamples
+			d.Value = 4096
+			flags[i] = &d
+		case modelFlag:
+			d := *modelFlag
+			d.Value = "resnet"
+			flags[i] = &d
+		}
+	}
+	return flags
+}
 
 // `train bench ...`: measurements under mpirun, printed by rank 0.
 
@@ -15,6 +44,19 @@ var benchCommand = &cli.Command{
 	Name:  "bench",
 	Usage: "benchmarks, run under mpirun like training",
 	Subcommands: []*cli.Command{{
+		Name:  "step",
+		Usage: "training-step throughput and achieved GFLOP/s against SGEMM, measured in the same run",
+		UsageText: "mpirun -np N train bench step [--model resnet --depth 20] [--batch-size 64] [--steps 20]\n" +
+			"Takes every training option; --data defaults to synthetic 1x28x28 (Fashion-MNIST's shape).",
+		Flags: append(benchStepFlags(), &cli.IntFlag{Name: "steps", Value: 20, Usage: "timed steps"},
+			&cli.IntFlag{Name: "warmup", Value: 3, Usage: "untimed steps first"}),
+		Action: func(c *cli.Context) error {
+			cfg := trainConfig(c)
+			return withWorld(c, func(w *mpi.World) error {
+				return trainer.BenchStep(w, cfg, trainer.StepBench{Warmup: c.Int("warmup"), Steps: c.Int("steps")}, c.App.Writer)
+			})
+		},
+	}, {
 		Name:  "allreduce",
 		Usage: "allreduce bandwidth by size and algorithm, in the manner of nccl-tests' all_reduce_perf",
 		UsageText: "mpirun -np N train bench allreduce [-b 8] [-e 256M] [-f 4] [--algo ring,mpi] [--csv]\n" +

@@ -26,7 +26,7 @@ func (r *run) loop() error {
 	c := &r.cfg
 	s := &r.state
 	p := r.model.Params
-	b, classes := c.BatchSize, r.model.Classes()
+	b := c.BatchSize
 	spe := r.sampler.StepsPerEpoch()
 	x := make([]float32, b*r.train.SampleSize())
 	y := make([]int32, b)
@@ -51,22 +51,11 @@ func (r *run) loop() error {
 			}
 			t0 := time.Now()
 			r.train.BatchAugmented(x, y, idx[s.StepInEpoch*b:(s.StepInEpoch+1)*b], r.augment, s.Epoch)
-			clear(p.Grad)
-			r.sync.begin()
-			logits := r.model.Forward(x, b)
-			loss, correct := model.SoftmaxCrossEntropy(r.model.LossGrad(b), logits, y, b, classes)
-			r.model.Backward(b) // starts the allreduce of finished buckets
-			if err := r.sync.finish(); err != nil {
+			lr = r.sched.At(s.Step)
+			loss, correct, err := r.step(x, y, lr)
+			if err != nil {
 				return err
 			}
-			if r.bnErr != nil {
-				return r.bnErr
-			}
-			if c.ClipGradNorm > 0 {
-				optim.ClipGradNorm(p.Grad, c.ClipGradNorm)
-			}
-			lr = r.sched.At(s.Step)
-			r.opt.Step(p.Data, p.Grad, float32(lr), s.Step+1)
 			stepTime += time.Since(t0)
 			s.Step++
 			s.StepInEpoch++
@@ -129,6 +118,30 @@ func (r *run) loop() error {
 	}
 	fmt.Fprintf(r.log, "done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", s.Step, r.w.Size(), sum)
 	return nil
+}
+
+// step trains on one batch (x, y) at learning rate lr: forward, loss,
+// backward with the gradient allreduce overlapped, clipping, update. It
+// returns this rank's mean loss and correct count.
+func (r *run) step(x []float32, y []int32, lr float64) (float64, int, error) {
+	p := r.model.Params
+	b := len(y)
+	clear(p.Grad)
+	r.sync.begin()
+	logits := r.model.Forward(x, b)
+	loss, correct := model.SoftmaxCrossEntropy(r.model.LossGrad(b), logits, y, b, r.model.Classes())
+	r.model.Backward(b) // starts the allreduce of finished buckets
+	if err := r.sync.finish(); err != nil {
+		return 0, 0, err
+	}
+	if r.bnErr != nil {
+		return 0, 0, r.bnErr
+	}
+	if r.cfg.ClipGradNorm > 0 {
+		optim.ClipGradNorm(p.Grad, r.cfg.ClipGradNorm)
+	}
+	r.opt.Step(p.Data, p.Grad, float32(lr), r.state.Step+1)
+	return loss, correct, nil
 }
 
 // syncBuffers makes the model's buffers identical on every rank before
