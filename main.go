@@ -38,7 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"Every option can also be set by its TRAIN_* environment variable.",
 		Flags:           trainFlags,
 		Action:          trainAction,
-		Commands:        []*cli.Command{benchCommand},
+		Commands:        []*cli.Command{benchCommand, initCommand},
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
@@ -79,6 +79,18 @@ func launcherRank() int {
 		}
 	}
 	return 0
+}
+
+// initCommand writes a model's initial weights.
+var initCommand = &cli.Command{
+	Name:      "init",
+	Usage:     "write a model's initial parameters (from --seed) as a step-0 safetensors checkpoint",
+	UsageText: "train init --model resnet --depth 20 [--data DIR | --data synthetic --synthetic-shape 3x32x32] -o FILE",
+	Flags: append(trainFlags[:len(trainFlags):len(trainFlags)],
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "file to write"}),
+	Action: func(c *cli.Context) error {
+		return trainer.WriteInit(trainConfig(c), c.String("output"))
+	},
 }
 
 // trainAction trains: the root command.

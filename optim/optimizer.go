@@ -19,13 +19,13 @@ type Optimizer interface {
 
 // Config selects and configures an optimizer.
 type Config struct {
-	Name        string // sgd, adam, adamw
-	Momentum    float64
-	Nesterov    bool
-	WeightDecay float64
-	Beta1       float64
-	Beta2       float64
-	Eps         float64
+	Name        string  `json:"name"` // sgd, adam, adamw
+	Momentum    float64 `json:"momentum,omitempty"`
+	Nesterov    bool    `json:"nesterov,omitempty"`
+	WeightDecay float64 `json:"weight_decay"`
+	Beta1       float64 `json:"beta1,omitempty"`
+	Beta2       float64 `json:"beta2,omitempty"`
+	Eps         float64 `json:"eps,omitempty"`
 }
 
 // Names lists the optimizers New knows.

@@ -122,11 +122,19 @@ func tensorViews(p *model.Params, s *State) map[string]tensorView {
 	return views
 }
 
-// SaveCheckpoint writes s to dir atomically: a temporary file in dir,
-// fsync, rename to its final name, fsync of dir. A crash at any point
-// leaves either the complete new file or none (and a stray temporary that
-// loaders ignore), never a torn one; earlier checkpoints are not touched.
+// SaveCheckpoint writes s to dir as step-NNNNNNNN.safetensors.
 func SaveCheckpoint(dir string, p *model.Params, s *State) (string, error) {
+	final := checkpointPath(dir, s.Step)
+	return final, WriteCheckpoint(final, p, s)
+}
+
+// WriteCheckpoint writes s to path atomically: a temporary file in the
+// same directory, fsync, rename to path, fsync of the directory. A crash
+// at any point leaves either the complete new file or none (and a stray
+// temporary that loaders ignore), never a torn one; other files are not
+// touched.
+func WriteCheckpoint(final string, p *model.Params, s *State) error {
+	dir := filepath.Dir(final)
 	views := tensorViews(p, s)
 	names := make([]string, 0, len(views))
 	for n := range views {
@@ -141,16 +149,18 @@ func SaveCheckpoint(dir string, p *model.Params, s *State) (string, error) {
 	meta["step_in_epoch"] = strconv.Itoa(s.StepInEpoch)
 	meta["crc32c"] = fmt.Sprintf("%08x", checksum(names, func(n string) []byte { return views[n].Data() }))
 
-	final := checkpointPath(dir, s.Step)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(final)+".tmp-*")
 	if err != nil {
-		return "", fmt.Errorf("checkpoint: %w", err)
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
 	w := bufio.NewWriterSize(tmp, 1<<20)
 	err = safetensors.SerializeToWriter(views, meta, w)
 	if err == nil {
 		err = w.Flush()
+	}
+	if err == nil {
+		err = tmp.Chmod(0o644) // CreateTemp made it 0600
 	}
 	if err == nil {
 		err = tmp.Sync()
@@ -165,9 +175,9 @@ func SaveCheckpoint(dir string, p *model.Params, s *State) (string, error) {
 		err = syncDir(dir)
 	}
 	if err != nil {
-		return "", fmt.Errorf("checkpoint %s: %w", final, err)
+		return fmt.Errorf("checkpoint %s: %w", final, err)
 	}
-	return final, nil
+	return nil
 }
 
 func syncDir(dir string) error {

@@ -56,10 +56,16 @@ type Config struct {
 // Allreduces lists the gradient allreduce algorithms.
 var Allreduces = []string{"ring", "mpi"}
 
-// optimConfig is the optimizer part of c.
+// optimConfig is the optimizer part of c, with only the settings the
+// chosen optimizer uses.
 func (c *Config) optimConfig() optim.Config {
-	return optim.Config{Name: c.Optimizer, Momentum: c.Momentum, Nesterov: c.Nesterov, WeightDecay: c.WeightDecay,
-		Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps}
+	o := optim.Config{Name: c.Optimizer, WeightDecay: c.WeightDecay}
+	if c.Optimizer == "sgd" {
+		o.Momentum, o.Nesterov = c.Momentum, c.Nesterov
+	} else {
+		o.Beta1, o.Beta2, o.Eps = c.Beta1, c.Beta2, c.Eps
+	}
+	return o
 }
 
 // augment reads --augment for a model: "auto" is crop and flip for the
