@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A small ResNet on synthetic 3x16x16 images keeps these runs short.
+var smallResNet = []string{"--model", "resnet", "--depth", "8", "--data", "synthetic",
+	"--synthetic-shape", "3x16x16", "--synthetic-samples", "480", "--log-every", "5"}
+
+// TestResNetEquivalence: with synchronised BatchNorm and augmentation on,
+// N ranks of batch B reach the parameters and running statistics of one
+// process with batch N x B (np = 1, 2, 3).
+func TestResNetEquivalence(t *testing.T) {
+	dir := t.TempDir()
+	run := func(np, batch int) map[string][]float32 {
+		ck := filepath.Join(dir, strconv.Itoa(np))
+		r := mustTrain(t, np, append(smallResNet, "--batch-size", strconv.Itoa(batch), "--max-steps", "12", "--checkpoint-dir", ck)...)
+		if _, ranks, _ := finalCRC(t, r); ranks != np {
+			t.Fatalf("np=%d: replica check on %d ranks", np, ranks)
+		}
+		if !strings.Contains(r.stdout, "batchnorm sync") || !strings.Contains(r.stdout, "augment crop (pad 4) and flip") {
+			t.Errorf("np=%d: not the intended setup:\n%s", np, r.stdout)
+		}
+		return tensors(t, filepath.Join(ck, "step-00000012.safetensors"))
+	}
+	ref := run(1, 24)
+	for _, np := range []int{2, 3} {
+		got := run(np, 24/np)
+		checked := 0
+		for name, want := range ref {
+			if strings.HasSuffix(name, "num_batches_tracked") {
+				continue // int64: compared below
+			}
+			v := got[name]
+			var worst, scale float64
+			for i := range want {
+				worst = max(worst, math.Abs(float64(v[i]-want[i])))
+				scale = max(scale, math.Abs(float64(want[i])))
+			}
+			if worst > 1e-5*scale {
+				t.Errorf("np=%d: %s differs from np=1 by %.3g (relative %.3g)", np, name, worst, worst/scale)
+			}
+			checked++
+		}
+		if checked < 40 {
+			t.Errorf("np=%d: only %d tensors compared", np, checked)
+		}
+	}
+}
+
+// TestResumeAdamBatchNorm: bit-exact resume with AdamW's state (two
+// buffers and the step count) and BatchNorm's running statistics.
+func TestResumeAdamBatchNorm(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	common := append(smallResNet, "--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01", "--batch-size", "8", "--epochs", "2")
+	mustTrain(t, 2, append(common, "--max-steps", "20", "--checkpoint-dir", a)...)
+	mustTrain(t, 2, append(common, "--max-steps", "9", "--checkpoint-dir", b)...)
+	mustTrain(t, 2, append(common, "--max-steps", "20", "--checkpoint-dir", b, "--resume")...)
+	x, err1 := os.ReadFile(filepath.Join(a, "step-00000020.safetensors"))
+	y, err2 := os.ReadFile(filepath.Join(b, "step-00000020.safetensors"))
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if !bytes.Equal(x, y) {
+		t.Error("resumed AdamW + BatchNorm run differs from the uninterrupted one")
+	}
+	ts := tensors(t, filepath.Join(a, "step-00000020.safetensors"))
+	for _, n := range []string{"optimizer.exp_avg.conv1.weight", "optimizer.exp_avg_sq.linear.bias", "bn1.running_var", "layer3.0.shortcut.1.num_batches_tracked"} {
+		if _, ok := ts[n]; !ok {
+			t.Errorf("checkpoint lacks %s", n)
+		}
+	}
+}
+
+// TestCIFARAndLocalBN trains on the CIFAR-10-format fixture with
+// per-rank BatchNorm: it runs, and the replicas' running statistics agree
+// (they are averaged before evaluation and saving).
+func TestCIFARAndLocalBN(t *testing.T) {
+	r := mustTrain(t, 2, "--model", "resnet", "--depth", "8", "--data", "testdata/cifar10-mini",
+		"--batch-size", "5", "--epochs", "2", "--bn", "local", "--log-every", "1")
+	if _, ranks, _ := finalCRC(t, r); ranks != 2 {
+		t.Errorf("replica check on %d ranks", ranks)
+	}
+	if !strings.Contains(r.stdout, "cifar10/train: 30 training and 10 test samples of 3x32x32") || !strings.Contains(r.stdout, "batchnorm local") {
+		t.Errorf("unexpected setup:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "epoch 2/2 done step 6") {
+		t.Errorf("3 steps per epoch expected:\n%s", r.stdout)
+	}
+}
+
+// TestBadCIFAR: a truncated CIFAR-10 file is a one-line error naming it.
+func TestBadCIFAR(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"data_batch_1.bin", "test_batch.bin"} {
+		b, err := os.ReadFile(filepath.Join("testdata/cifar10-mini", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "data_batch_1.bin" {
+			b = b[:len(b)-7]
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o644)
+	}
+	r := trainRun(t, 2, time.Minute, nil, "--model", "cnn", "--data", dir)
+	lines := trainLines(r.stderr)
+	if r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], filepath.Join(dir, "data_batch_1.bin")) || !strings.Contains(lines[0], "3073-byte") {
+		t.Errorf("exit %d, lines %q", r.code, lines)
+	}
+	noTrace(t, r)
+}
+
+// TestBenchStep: `train bench step` reports throughput and its fraction of
+// SGEMM.
+func TestBenchStep(t *testing.T) {
+	r := mustTrain(t, 2, "bench", "step", "--depth", "8", "--batch-size", "8", "--steps", "2", "--warmup", "1",
+		"--synthetic-shape", "3x16x16", "--synthetic-samples", "64")
+	for _, want := range []string{"resnet-8", "2 rank(s) x batch 8", "# SGEMM 1024^3", "samples/s ", "fraction of SGEMM ", "peak RSS per rank "} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	var frac float64
+	for _, l := range strings.Split(r.stdout, "\n") {
+		if s, ok := strings.CutPrefix(l, "fraction of SGEMM "); ok {
+			frac, _ = strconv.ParseFloat(s, 64)
+		}
+	}
+	if !(frac > 0 && frac < 1.5) {
+		t.Errorf("fraction of SGEMM %v", frac)
+	}
+}
