@@ -139,3 +139,17 @@ func TestBenchStep(t *testing.T) {
 		t.Errorf("fraction of SGEMM %v", frac)
 	}
 }
+
+// TestBLASFallback: without OpenBLAS (TRAIN_OPENBLAS names a library that
+// does not exist) training runs on gonum's pure-Go BLAS and says so.
+func TestBLASFallback(t *testing.T) {
+	small := []string{"--model", "cnn", "--data", "synthetic", "--synthetic-shape", "1x12x12", "--synthetic-samples", "256", "--batch-size", "16", "--max-steps", "2", "--log-every", "1"}
+	r := trainRun(t, 2, time.Minute, []string{"TRAIN_OPENBLAS=libopenblas-missing.so.0"}, small...)
+	if r.code != 0 || !strings.Contains(r.stdout, "blas: gonum (pure Go; OpenBLAS: libopenblas-missing.so.0") {
+		t.Errorf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = trainRun(t, 1, time.Minute, nil, append(small, "--threads", "2")...)
+	if r.code != 0 || !strings.Contains(r.stdout, "blas: OpenBLAS") || !strings.Contains(r.stdout, "2 thread(s) per rank") {
+		t.Errorf("--threads 2: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

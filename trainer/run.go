@@ -280,7 +280,9 @@ func (r *run) loadBLAS() string {
 	if threads == 0 {
 		threads = coresPerRank(r.w.LocalSize())
 	}
-	info, err := openblas.Load("", threads)
+	// TRAIN_OPENBLAS names another build of the library (a path or a
+	// soname); a name that does not load keeps gonum.
+	info, err := openblas.Load(os.Getenv("TRAIN_OPENBLAS"), threads)
 	if err != nil {
 		return fmt.Sprintf("blas: gonum (pure Go; %v)", err)
 	}
