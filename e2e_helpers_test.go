@@ -65,7 +65,8 @@ func trainRun(t *testing.T, np int, timeout time.Duration, env []string, args ..
 	} else {
 		cmd = mpitest.Command(ctx, np, bin, args...)
 	}
-	cmd.Env = append(os.Environ(), env...)
+	// No metrics server unless a test asks: ports stay free, stderr quiet.
+	cmd.Env = append(append(os.Environ(), "TRAIN_METRICS_ADDR="), env...)
 	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -57,6 +57,14 @@ var (
 	bnFlag      = &cli.StringFlag{Name: "bn", Value: "sync", Usage: "BatchNorm statistics: sync (over the global batch, all ranks) or local (per rank, averaged for evaluation and checkpoints)", EnvVars: env("BN"), Category: catDist}
 	threadsFlag = &cli.IntFlag{Name: "threads", Value: 0, Usage: "BLAS threads per rank (0: the cores this rank is bound to, or the node's cores / ranks on the node)", EnvVars: env("THREADS"), Category: catDist}
 
+	metricsFlag  = &cli.StringFlag{Name: "metrics-addr", Value: ":9400", Usage: "serve Prometheus /metrics on HOST:PORT, each rank on PORT + its local rank (\"\": off)", EnvVars: env("METRICS_ADDR"), Category: catCkpt}
+	pushFlag     = &cli.StringFlag{Name: "pushgateway", Usage: "Prometheus Pushgateway URL: rank 0 pushes its metrics at the end (job train, or train_slurm_<id> in Slurm)", EnvVars: env("PUSHGATEWAY"), Category: catCkpt}
+	pushEvery    = &cli.IntFlag{Name: "push-every", Value: 0, Usage: "also push every N steps (0: only at the end)", EnvVars: env("PUSH_EVERY"), Category: catCkpt}
+	timelineFlag = &cli.StringFlag{Name: "timeline", Usage: "write a Chrome trace (Perfetto, chrome://tracing) per rank: FILE.rankN.json", EnvVars: env("TIMELINE"), Category: catCkpt}
+	logFileFlag  = &cli.StringFlag{Name: "log-file", Usage: "rank 0 writes one JSON record per log line and evaluation (train plot reads it)", EnvVars: env("LOG_FILE"), Category: catCkpt}
+	progressFlag = &cli.StringFlag{Name: "progress", Value: "auto", Usage: "rank 0's live progress bar: auto (a terminal, not under mpirun or srun, which give ranks a terminal even when logging to a file), always, never", EnvVars: env("PROGRESS"), Category: catCkpt}
+	plotFlag     = &cli.StringFlag{Name: "plot", Usage: "write the run's curves to this PNG at the end", EnvVars: env("PLOT"), Category: catCkpt}
+
 	ckDirFlag  = &cli.StringFlag{Name: "checkpoint-dir", Usage: "directory for rank 0's checkpoints (safetensors); also written at the end", EnvVars: env("CHECKPOINT_DIR"), Category: catCkpt}
 	ckEvery    = &cli.IntFlag{Name: "checkpoint-every", Value: 0, Usage: "write a checkpoint every N steps (0: only at the end)", EnvVars: env("CHECKPOINT_EVERY"), Category: catCkpt}
 	keepFlag   = &cli.IntFlag{Name: "keep", Value: 3, Usage: "keep the newest N checkpoints (0: all)", EnvVars: env("KEEP"), Category: catCkpt}
@@ -70,6 +78,7 @@ var trainFlags = []cli.Flag{
 	momFlag, nestFlag, wdFlag, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	arFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
+	metricsFlag, pushFlag, pushEvery, timelineFlag, logFileFlag, plotFlag, progressFlag,
 }
 
 // trainConfig reads the training flags.
@@ -88,6 +97,9 @@ func trainConfig(c *cli.Context) trainer.Config {
 		BN: c.String(bnFlag.Name), Threads: c.Int(threadsFlag.Name),
 		CheckpointDir: c.String(ckDirFlag.Name), CheckpointEvery: c.Int(ckEvery.Name), Keep: c.Int(keepFlag.Name),
 		Resume: c.Bool(resumeFlag.Name), LogEvery: c.Int(logFlag.Name),
-		Fault: os.Getenv(trainer.FaultEnv), // tests only: not a flag
+		MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushEvery: c.Int(pushEvery.Name),
+		Timeline: c.String(timelineFlag.Name), LogFile: c.String(logFileFlag.Name), Plot: c.String(plotFlag.Name),
+		Progress: c.String(progressFlag.Name),
+		Fault:    os.Getenv(trainer.FaultEnv), // tests only: not a flag
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"train/mpi"
+	"train/runlog"
 	"train/trainer"
 )
 
@@ -38,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"Every option can also be set by its TRAIN_* environment variable.",
 		Flags:           trainFlags,
 		Action:          trainAction,
-		Commands:        []*cli.Command{benchCommand, initCommand},
+		Commands:        []*cli.Command{benchCommand, initCommand, plotCommand, timelineCommand},
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
@@ -47,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main alone decides how to exit
 	}
-	err := app.Run(args)
+	err := app.Run(hoistFlags(args, plotCommand, timelineCommand.Subcommands[0]))
 	if err == nil {
 		return 0
 	}
@@ -93,10 +94,58 @@ var initCommand = &cli.Command{
 	},
 }
 
+// plotCommand draws a run log's curves.
+var plotCommand = &cli.Command{
+	Name:      "plot",
+	Usage:     "draw the loss, accuracy and throughput curves of a --log-file as a PNG",
+	UsageText: "train plot run.jsonl -o curves.png [--width 1200 --height 900]",
+	Flags: []cli.Flag{
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "curves.png", Usage: "PNG file to write"},
+		&cli.IntFlag{Name: "width", Value: 1200, Usage: "pixels"},
+		&cli.IntFlag{Name: "height", Value: 900, Usage: "pixels"},
+	},
+	Action: func(c *cli.Context) error {
+		if c.NArg() != 1 {
+			return fmt.Errorf("train plot takes one run log (written with --log-file), got %d arguments", c.NArg())
+		}
+		if c.Int("width") < 100 || c.Int("height") < 100 {
+			return fmt.Errorf("--width and --height: at least 100 pixels")
+		}
+		recs, err := runlog.ReadFile(c.Args().First())
+		if err != nil {
+			return err
+		}
+		if err := runlog.Plot(recs, c.String("output"), c.Int("width"), c.Int("height")); err != nil {
+			return fmt.Errorf("%s: %v", c.String("output"), err)
+		}
+		return nil
+	},
+}
+
+// timelineCommand joins the ranks' timeline files.
+var timelineCommand = &cli.Command{
+	Name:  "timeline",
+	Usage: "timeline tools",
+	Subcommands: []*cli.Command{{
+		Name:      "merge",
+		Usage:     "join the ranks' --timeline files into one trace for Perfetto or chrome://tracing",
+		UsageText: "train timeline merge -o trace.json trace.rank0.json trace.rank1.json ...",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "trace.json", Usage: "merged trace to write"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return fmt.Errorf("train timeline merge: name the ranks' files (trace.rank*.json)")
+			}
+			return trainer.MergeTimelines(c.String("output"), c.Args().Slice())
+		},
+	}},
+}
+
 // trainAction trains: the root command.
 func trainAction(c *cli.Context) error {
 	return withWorld(c, func(w *mpi.World) error {
-		return trainer.Run(w, trainConfig(c), c.App.Writer)
+		return trainer.Run(w, trainConfig(c), c.App.Writer, c.App.ErrWriter)
 	})
 }
 

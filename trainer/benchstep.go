@@ -23,7 +23,7 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 	if w.Rank() != 0 {
 		out = io.Discard
 	}
-	r := &run{w: w, cfg: cfg, log: io.Discard, lastSaved: -1}
+	r := &run{w: w, cfg: cfg, rep: quiet(), errw: io.Discard, lastSaved: -1}
 	if sb.Warmup < 0 || sb.Steps < 1 {
 		return agree(w, fmt.Errorf("--warmup %d --steps %d: need warmup >= 0 and steps >= 1", sb.Warmup, sb.Steps))
 	}
@@ -65,11 +65,12 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 	y := make([]int32, b)
 	idx := r.sampler.Epoch(0)
 	spe := r.sampler.StepsPerEpoch()
+	var st stepTimes
 	run := func(n int) error {
 		for i := range n {
 			k := (r.state.Step + i) % spe
 			r.train.BatchAugmented(x, y, idx[k*b:(k+1)*b], r.augment, 0)
-			if _, _, err := r.step(x, y, r.sched.At(r.state.Step)); err != nil {
+			if _, _, err := r.step(x, y, r.sched.At(r.state.Step), &st); err != nil {
 				return err
 			}
 		}

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"train/optim"
@@ -43,6 +44,14 @@ type Config struct {
 	Overlap   bool    // allreduce buckets during backward
 	BN        string  // "sync" or "local"
 	Threads   int     // BLAS threads per rank; 0: from the cores per local rank
+
+	MetricsAddr string // HOST:PORT; each rank serves PORT + local rank; "": off
+	Pushgateway string // URL; rank 0 pushes every PushEvery steps and at the end
+	PushEvery   int
+	Timeline    string // Chrome trace file; each rank writes TimelinePath(Timeline, rank)
+	LogFile     string // JSON lines on rank 0
+	Plot        string // PNG of the curves, written at the end on rank 0
+	Progress    string // "auto", "always", "never": rank 0's progress bar
 
 	CheckpointDir   string
 	CheckpointEvery int // steps; 0: only at the end
@@ -129,6 +138,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--threads %d: must not be negative", c.Threads)
 	case c.CropPad < 0:
 		return fmt.Errorf("--crop-pad %d: must not be negative", c.CropPad)
+	case c.Progress != "auto" && c.Progress != "always" && c.Progress != "never":
+		return fmt.Errorf("--progress %q: choose auto, always or never", c.Progress)
+	case c.PushEvery < 0:
+		return fmt.Errorf("--push-every %d: must not be negative", c.PushEvery)
+	case c.Pushgateway != "" && !validURL(c.Pushgateway):
+		return fmt.Errorf("--pushgateway %q: want an http:// or https:// URL", c.Pushgateway)
 	case c.EvalBatch < 0:
 		return fmt.Errorf("--eval-batch %d: must not be negative", c.EvalBatch)
 	}
@@ -155,4 +170,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	return nil
+}
+
+func validURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }

@@ -47,6 +47,10 @@ type gradSync struct {
 	buckets []bucket
 	overlap bool
 
+	// observe, when set, hears of every bucket reduced: when, for how long,
+	// and whether on the communication goroutine (metrics, timeline).
+	observe func(b bucket, start time.Time, d time.Duration, overlapped bool)
+
 	next    int // first bucket not yet handed to the communication goroutine
 	work    chan bucket
 	done    chan error
@@ -79,7 +83,12 @@ func (g *gradSync) reduceBucket(b bucket) (err error) {
 			err = fmt.Errorf("internal error in gradient allreduce: %v", p)
 		}
 	}()
-	return g.reduce(g.grad[b.lo:b.hi], mpi.Mean)
+	start := time.Now()
+	err = g.reduce(g.grad[b.lo:b.hi], mpi.Mean)
+	if g.observe != nil {
+		g.observe(b, start, time.Since(start), g.overlap)
+	}
+	return err
 }
 
 // begin starts a step's synchronisation, before backward.

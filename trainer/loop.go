@@ -10,6 +10,7 @@ import (
 	"train/model"
 	"train/mpi"
 	"train/optim"
+	"train/runlog"
 )
 
 // stats are sums over samples, allreduced before they are printed.
@@ -42,6 +43,12 @@ func (r *run) loop() error {
 	firstStep := s.Step
 	done := func() bool { return c.MaxSteps > 0 && s.Step >= c.MaxSteps }
 	var lr float64
+	total := c.Epochs * spe // planned steps, for the progress bar
+	if c.MaxSteps > 0 {
+		total = min(total, c.MaxSteps)
+	}
+	var st stepTimes
+	lastLoss, lastSps := 0.0, 0.0
 
 	for s.Epoch < c.Epochs && !done() {
 		idx := r.sampler.Epoch(s.Epoch)
@@ -49,14 +56,18 @@ func (r *run) loop() error {
 			if err := r.fault.fire(r.w.Rank(), s.Step); err != nil {
 				return err
 			}
-			t0 := time.Now()
+			st.start = time.Now()
 			r.train.BatchAugmented(x, y, idx[s.StepInEpoch*b:(s.StepInEpoch+1)*b], r.augment, s.Epoch)
+			st.data = time.Since(st.start)
 			lr = r.sched.At(s.Step)
-			loss, correct, err := r.step(x, y, lr)
+			loss, correct, err := r.step(x, y, lr, &st)
 			if err != nil {
 				return err
 			}
-			stepTime += time.Since(t0)
+			took := time.Since(st.start)
+			stepTime += took
+			r.met.observeStep(&st, b, lr)
+			r.traceStep(&st, s.Step, took)
 			s.Step++
 			s.StepInEpoch++
 			window.add(loss, correct, b)
@@ -71,10 +82,24 @@ func (r *run) loop() error {
 				el := time.Since(windowStart).Seconds()
 				wait := r.sync.takeWaiting()
 				waitTime += wait
-				fmt.Fprintf(r.log, "epoch %d/%d step %d (%d/%d) loss %.4f acc %.2f%% lr %.4g %.0f samples/s, gradient wait %.2f ms/step\n",
-					s.Epoch+1, c.Epochs, s.Step, s.StepInEpoch, spe, sum[0]/sum[2], 100*sum[1]/sum[2], lr,
-					float64(windowSteps)*global/el, wait.Seconds()*1e3/float64(windowSteps))
+				lastLoss, lastSps = sum[0]/sum[2], float64(windowSteps)*global/el
+				waitMs := wait.Seconds() * 1e3 / float64(windowSteps)
+				r.rep.say("epoch %d/%d step %d (%d/%d) loss %.4f acc %.2f%% lr %.4g %.0f samples/s, gradient wait %.2f ms/step\n",
+					s.Epoch+1, c.Epochs, s.Step, s.StepInEpoch, spe, lastLoss, 100*sum[1]/sum[2], lr, lastSps, waitMs)
+				r.rep.record(runlog.Record{Type: "step", Epoch: s.Epoch + 1, Step: s.Step, Loss: runlog.F(lastLoss),
+					Accuracy: runlog.F(sum[1] / sum[2]), LR: runlog.F(lr), SamplesPerSecond: runlog.F(lastSps), GradientWaitMs: runlog.F(waitMs)})
+				if r.met != nil {
+					r.met.loss.WithLabelValues("train").Set(lastLoss)
+					r.met.accuracy.WithLabelValues("train").Set(sum[1] / sum[2])
+				}
 				window, windowSteps, windowStart = stats{}, 0, time.Now()
+			}
+			if r.rep.tty && lastSps > 0 {
+				r.rep.progress(s.Step, total, s.Epoch+1, c.Epochs, lastLoss, lastSps,
+					time.Duration(float64(total-s.Step)*global/lastSps*float64(time.Second)))
+			}
+			if c.PushEvery > 0 && s.Step%c.PushEvery == 0 {
+				r.pushMetrics()
 			}
 			if c.CheckpointDir != "" && c.CheckpointEvery > 0 && s.Step%c.CheckpointEvery == 0 {
 				if err := r.checkpoint(); err != nil {
@@ -112,28 +137,59 @@ func (r *run) loop() error {
 	if n := s.Step - firstStep; n > 0 {
 		waitTime += r.sync.takeWaiting()
 		sps := float64(n) * global / stepTime.Seconds()
-		fmt.Fprintf(r.log, "throughput: %d steps x %d samples in %.2f s of training steps: %.0f samples/s, %.1f GFLOP/s per rank; %.2f ms per step, %.2f ms of it waiting for gradients (rank 0)\n",
+		r.rep.record(runlog.Record{Type: "done", Step: s.Step, SamplesPerSecond: runlog.F(sps)})
+		r.rep.say("throughput: %d steps x %d samples in %.2f s of training steps: %.0f samples/s, %.1f GFLOP/s per rank; %.2f ms per step, %.2f ms of it waiting for gradients (rank 0)\n",
 			n, int(global), stepTime.Seconds(), sps, sps*float64(flopsPerSample)/float64(r.w.Size())/1e9,
 			stepTime.Seconds()*1e3/float64(n), waitTime.Seconds()*1e3/float64(n))
 	}
-	fmt.Fprintf(r.log, "done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", s.Step, r.w.Size(), sum)
+	r.rep.say("done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", s.Step, r.w.Size(), sum)
+	r.pushMetrics()
+	if c.Plot != "" && r.w.Rank() == 0 {
+		if err := runlog.Plot(r.rep.records, c.Plot, 1200, 900); err != nil {
+			fmt.Fprintf(r.errw, "train: rank 0: --plot %s: %v\n", c.Plot, err)
+		} else {
+			r.rep.say("plot: %s\n", c.Plot)
+		}
+	}
 	return nil
 }
 
+// traceStep writes one step's spans to the timeline: the step, and its
+// phases nested in it, one after the other.
+func (r *run) traceStep(st *stepTimes, step int, took time.Duration) {
+	if r.tl == nil {
+		return
+	}
+	r.tl.span("step", tidTraining, st.start, took, map[string]any{"step": step})
+	t := st.start
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{{phaseData, st.data}, {phaseForward, st.forward}, {phaseBackward, st.backward}, {phaseWait, st.wait}, {phaseOptimizer, st.optimize}} {
+		r.tl.span(p.name, tidTraining, t, p.d, nil)
+		t = t.Add(p.d)
+	}
+}
+
 // step trains on one batch (x, y) at learning rate lr: forward, loss,
-// backward with the gradient allreduce overlapped, clipping, update. It
+// backward with the gradient allreduce overlapped, clipping, update,
+// timing each part into st (st.start and st.data are the caller's). It
 // returns this rank's mean loss and correct count.
-func (r *run) step(x []float32, y []int32, lr float64) (float64, int, error) {
+func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, int, error) {
 	p := r.model.Params
 	b := len(y)
+	t := time.Now()
 	clear(p.Grad)
 	r.sync.begin()
 	logits := r.model.Forward(x, b)
 	loss, correct := model.SoftmaxCrossEntropy(r.model.LossGrad(b), logits, y, b, r.model.Classes())
+	t, st.forward = time.Now(), time.Since(t)
 	r.model.Backward(b) // starts the allreduce of finished buckets
+	t, st.backward = time.Now(), time.Since(t)
 	if err := r.sync.finish(); err != nil {
 		return 0, 0, err
 	}
+	t, st.wait = time.Now(), time.Since(t)
 	if r.bnErr != nil {
 		return 0, 0, r.bnErr
 	}
@@ -141,6 +197,7 @@ func (r *run) step(x []float32, y []int32, lr float64) (float64, int, error) {
 		optim.ClipGradNorm(p.Grad, r.cfg.ClipGradNorm)
 	}
 	r.opt.Step(p.Data, p.Grad, float32(lr), r.state.Step+1)
+	st.optimize = time.Since(t)
 	return loss, correct, nil
 }
 
@@ -170,7 +227,9 @@ func (r *run) endEpoch(train *stats, took time.Duration) error {
 	if err := r.syncBuffers(); err != nil {
 		return err
 	}
+	start := time.Now()
 	test := r.evaluate()
+	r.tl.span("evaluate", tidTraining, start, time.Since(start), nil)
 	sum := []float64{train.loss, train.correct, train.count, test.loss, test.correct, test.count}
 	if err := r.w.AllreduceFloat64(sum, mpi.Sum); err != nil {
 		return err
@@ -180,8 +239,16 @@ func (r *run) endEpoch(train *stats, took time.Duration) error {
 	if s.StepInEpoch < r.sampler.StepsPerEpoch() {
 		what = "stopped"
 	}
-	fmt.Fprintf(r.log, "epoch %d/%d %s step %d: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s\n",
+	r.rep.say("epoch %d/%d %s step %d: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s\n",
 		s.Epoch+1, r.cfg.Epochs, what, s.Step, sum[0]/sum[2], 100*sum[1]/sum[2], sum[3]/sum[5], 100*sum[4]/sum[5], took.Seconds())
+	r.rep.record(runlog.Record{Type: "epoch", Epoch: s.Epoch + 1, Step: s.Step,
+		TrainLoss: runlog.F(sum[0] / sum[2]), TrainAccuracy: runlog.F(sum[1] / sum[2]),
+		TestLoss: runlog.F(sum[3] / sum[5]), TestAccuracy: runlog.F(sum[4] / sum[5]), Seconds: runlog.F(took.Seconds())})
+	if r.met != nil {
+		r.met.epoch.Set(float64(s.Epoch + 1))
+		r.met.loss.WithLabelValues("test").Set(sum[3] / sum[5])
+		r.met.accuracy.WithLabelValues("test").Set(sum[4] / sum[5])
+	}
 	return nil
 }
 
@@ -233,9 +300,14 @@ func (r *run) checkpoint() error {
 	if err != nil {
 		return err
 	}
+	r.tl.span("checkpoint", tidTraining, start, time.Since(start), map[string]any{"step": r.state.Step})
+	if r.met != nil {
+		r.met.ckptSeconds.Observe(time.Since(start).Seconds())
+		r.met.ckptLast.SetToCurrentTime()
+	}
 	if err := pruneCheckpoints(c.CheckpointDir, c.Keep); err != nil {
 		return fmt.Errorf("--keep %d: removing old checkpoints in %s: %v", c.Keep, c.CheckpointDir, err)
 	}
-	fmt.Fprintf(r.log, "checkpoint: %s (%.0f ms)\n", path, float64(time.Since(start).Microseconds())/1000)
+	r.rep.say("checkpoint: %s (%.0f ms)\n", path, float64(time.Since(start).Microseconds())/1000)
 	return nil
 }

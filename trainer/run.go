@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus/push"
 
 	"train/data"
 	"train/model"
 	"train/mpi"
 	"train/openblas"
 	"train/optim"
+	"train/runlog"
 )
 
 // SetupHint is appended to a missing-dataset error: how to install it.
@@ -25,8 +29,14 @@ type run struct {
 	w     *mpi.World
 	bn    *mpi.World // synchronised BatchNorm's own communicators; nil with --bn local
 	cfg   Config
-	log   io.Writer // rank 0's progress; io.Discard elsewhere
+	rep   *reporter // rank 0's log lines, progress bar and records
+	errw  io.Writer // warnings (any rank)
 	fault *fault
+
+	met    *metrics // nil with --metrics-addr "" and no --pushgateway
+	srv    *http.Server
+	pusher *push.Pusher // rank 0 only
+	tl     *timeline    // nil without --timeline
 
 	train, test *data.Dataset
 	augment     data.Augment
@@ -41,22 +51,32 @@ type run struct {
 	blas        string
 }
 
-// Run trains on this rank of w as cfg says, writing progress to log on
-// rank 0. It returns nil on every rank or an error: a *JobError when every
-// rank knows of the failure (the caller may finalize MPI normally), any
-// other error when only this rank does (the caller must abort the job).
-func Run(w *mpi.World, cfg Config, log io.Writer) error {
-	if w.Rank() != 0 {
-		log = io.Discard
-	}
-	r := &run{w: w, cfg: cfg, log: log, lastSaved: -1}
+// Run trains on this rank of w as cfg says, writing progress to out on
+// rank 0 and warnings to errw. It returns nil on every rank or an error:
+// a *JobError when every rank knows of the failure (the caller may
+// finalize MPI normally), any other error when only this rank does (the
+// caller must abort the job).
+func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
+	r := &run{w: w, cfg: cfg, rep: quiet(), errw: errw, lastSaved: -1}
 	if err := agree(w, r.cfg.Validate()); err != nil {
 		return err
 	}
+	var err error
+	if w.Rank() == 0 {
+		r.rep, err = newReporter(out, r.cfg.LogFile, r.cfg.Progress, r.cfg.Plot != "")
+	}
+	if err := agree(w, err); err != nil {
+		return err
+	}
+	defer r.rep.close()
 	r.fault, _ = parseFault(r.cfg.Fault)
 	if err := agree(w, r.setup()); err != nil {
 		return err
 	}
+	if err := r.observe(); err != nil {
+		return err
+	}
+	defer r.closeObservers()
 	if r.cfg.BN == "sync" {
 		var err error
 		if r.bn, err = w.Dup(); err != nil {
@@ -65,7 +85,6 @@ func Run(w *mpi.World, cfg Config, log io.Writer) error {
 		defer r.bn.Free()
 		r.model.Mode.Reduce = r.reduceBN
 	}
-	var err error
 	if w.Rank() == 0 {
 		err = r.initialState()
 	}
@@ -177,7 +196,7 @@ func (r *run) initialState() error {
 		if len(paths) > 0 {
 			return r.resume(paths[len(paths)-1])
 		}
-		fmt.Fprintf(r.log, "resume: no checkpoint in %s, starting from step 0\n", c.CheckpointDir)
+		r.rep.say("resume: no checkpoint in %s, starting from step 0\n", c.CheckpointDir)
 	}
 	r.model.Init(c.Seed)
 	return nil
@@ -199,14 +218,14 @@ func (r *run) resume(path string) error {
 	if g := r.cfg.BatchSize * r.w.Size(); oldSize*oldBatch != g && oldSize > 0 && oldBatch > 0 {
 		samples := s.StepInEpoch * oldSize * oldBatch
 		s.StepInEpoch = samples / g
-		fmt.Fprintf(r.log, "resume: global batch was %d x %d, now %d x %d: continuing epoch %d at sample %d\n",
+		r.rep.say("resume: global batch was %d x %d, now %d x %d: continuing epoch %d at sample %d\n",
 			oldSize, oldBatch, r.w.Size(), r.cfg.BatchSize, s.Epoch+1, s.StepInEpoch*g)
 	}
 	if s.StepInEpoch >= r.sampler.StepsPerEpoch() {
 		s.Epoch, s.StepInEpoch = s.Epoch+1, 0
 	}
 	r.lastSaved = s.Step
-	fmt.Fprintf(r.log, "resume: %s (step %d, epoch %d)\n", path, s.Step, s.Epoch+1)
+	r.rep.say("resume: %s (step %d, epoch %d)\n", path, s.Step, s.Epoch+1)
 	return nil
 }
 
@@ -243,7 +262,7 @@ func (r *run) describe() {
 		name = fmt.Sprintf("resnet-%d", c.Depth)
 	}
 	_, flops := r.model.FLOPs()
-	fmt.Fprintf(r.log, "train: %s model, %d parameters, %.1f MFLOP per training sample; %s: %d training and %d test samples of %dx%dx%d\n",
+	r.rep.say("train: %s model, %d parameters, %.1f MFLOP per training sample; %s: %d training and %d test samples of %dx%dx%d\n",
 		name, r.model.Params.Len(), float64(flops)/1e6, r.train.Name, r.train.N, r.test.N, r.train.C, r.train.H, r.train.W)
 	overlap := ""
 	if c.Overlap {
@@ -253,10 +272,11 @@ func (r *run) describe() {
 	if len(r.model.Params.BufferTensors) > 0 {
 		bn = ", batchnorm " + c.BN
 	}
-	fmt.Fprintf(r.log, "train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s%s; %s\n",
+	r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s%s; %s\n",
 		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), c.Allreduce, len(r.sync.buckets), overlap, bn, r.blas)
+	r.rep.record(runlog.Record{Type: "start", Model: name, Params: r.model.Params.Len(), WorldSize: n, Batch: n * c.BatchSize})
 	oc, _ := json.Marshal(c.optimConfig())
-	fmt.Fprintf(r.log, "train: optimizer %s, lr %g (%s schedule, %d warm-up steps, scaling %s), augment %s\n",
+	r.rep.say("train: optimizer %s, lr %g (%s schedule, %d warm-up steps, scaling %s), augment %s\n",
 		oc, r.sched.Base, c.LRSchedule, c.WarmupSteps, c.LRScaling, augmentName(r.augment))
 }
 

@@ -1,0 +1,21 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHoistFlags(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"train plot run.jsonl -o c.png --width 800", "train plot -o c.png --width 800 run.jsonl"},
+		{"train plot --output=c.png run.jsonl", "train plot --output=c.png run.jsonl"},
+		{"train plot run.jsonl -- -odd-name.jsonl", "train plot run.jsonl -odd-name.jsonl"},
+		{"train --epochs 3", "train --epochs 3"},
+		{"train timeline merge a.json b.json -o m.json", "train timeline merge -o m.json a.json b.json"},
+	} {
+		got := strings.Join(hoistFlags(strings.Fields(tc.in), plotCommand, timelineCommand.Subcommands[0]), " ")
+		if got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

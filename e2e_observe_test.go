@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"train/mpi/mpitest"
+	"train/runlog"
+)
+
+// freePorts returns n TCP ports nothing listens on now, the first of
+// which has the next one free too (a 2-rank job binds port and port+1).
+func freePorts(t *testing.T, n int) []int {
+	t.Helper()
+	var ports []int
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		l2, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		l2.Close()
+		ports = append(ports, p)
+	}
+	return ports
+}
+
+// startDaemon starts a server in the background and stops it (by its pid)
+// when the test ends.
+func startDaemon(t *testing.T, name string, args ...string) {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s not installed: run scripts/setup.sh --test", name)
+	}
+	cmd := exec.Command(path, args...)
+	log, _ := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		log.Close()
+	})
+}
+
+// waitHTTP polls url until it answers 200 or the deadline passes.
+func waitHTTP(t *testing.T, u string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(u); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s not ready within %v", u, within)
+}
+
+// promSeries runs an instant query and returns instance (or job) -> value.
+func promSeries(t *testing.T, prom, query string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get(prom + "/api/v1/query?query=" + url.QueryEscape(query))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string
+		Data   struct {
+			Result []struct {
+				Metric map[string]string
+				Value  [2]any
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Status != "success" {
+		t.Fatalf("query %s: %v %s", query, err, r.Status)
+	}
+	out := map[string]float64{}
+	for _, s := range r.Data.Result {
+		v, _ := strconv.ParseFloat(s.Value[1].(string), 64)
+		out[s.Metric["instance"]+"/"+s.Metric["job"]] = v
+	}
+	return out
+}
+
+// eventually polls check until it returns "" or the deadline passes.
+func eventually(t *testing.T, within time.Duration, check func() string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	last := ""
+	for time.Now().Before(deadline) {
+		if last = check(); last == "" {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Fatalf("within %v: %s", within, last)
+}
+
+// TestPrometheus scrapes a 2-rank training run with a real Prometheus and
+// receives its pushes in a real Pushgateway (Debian's packages, started
+// here on ports of their own), asserting through Prometheus' query API:
+// the samples counter rises on both ranks, the loss and step-time series
+// exist, and the pushed series arrive under the job's name.
+func TestPrometheus(t *testing.T) {
+	ports := freePorts(t, 3)
+	train, prom, gw := ports[0], ports[1], ports[2]
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: train
+    static_configs:
+      - targets: ["127.0.0.1:%d", "127.0.0.1:%d"]
+  - job_name: pushgateway
+    honor_labels: true
+    static_configs:
+      - targets: ["127.0.0.1:%d"]
+`, train, train+1, gw)
+	os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644)
+	startDaemon(t, "prometheus-pushgateway", fmt.Sprintf("--web.listen-address=127.0.0.1:%d", gw))
+	startDaemon(t, "prometheus", "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "tsdb"), fmt.Sprintf("--web.listen-address=127.0.0.1:%d", prom))
+	promURL := fmt.Sprintf("http://127.0.0.1:%d", prom)
+	waitHTTP(t, promURL+"/-/ready", 20*time.Second)
+	waitHTTP(t, fmt.Sprintf("http://127.0.0.1:%d/-/ready", gw), 20*time.Second)
+
+	// A long run (small batches), stopped when the assertions hold.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	job := mpitest.Command(ctx, 2, bin, "--epochs", "50", "--batch-size", "8", "--log-every", "500",
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", train),
+		"--pushgateway", fmt.Sprintf("http://127.0.0.1:%d", gw), "--push-every", "100")
+	job.Env = append(os.Environ(), "SLURM_JOB_ID=")
+	out, _ := os.Create(filepath.Join(dir, "train.log"))
+	job.Stdout, job.Stderr = out, out
+	job.WaitDelay = 5 * time.Second
+	if err := job.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		job.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "train.log"))
+			t.Logf("training output:\n%s", b)
+		}
+	}()
+
+	instances := []string{fmt.Sprintf("127.0.0.1:%d/train", train), fmt.Sprintf("127.0.0.1:%d/train", train+1)}
+	var first map[string]float64
+	eventually(t, 45*time.Second, func() string {
+		first = promSeries(t, promURL, `train_samples_total{job="train",instance=~"127.0.0.1:.*"}`)
+		for _, in := range instances {
+			if first[in] <= 0 {
+				return fmt.Sprintf("train_samples_total not yet > 0 on %s: %v", in, first)
+			}
+		}
+		return ""
+	})
+	eventually(t, 20*time.Second, func() string {
+		now := promSeries(t, promURL, `train_samples_total{job="train",instance=~"127.0.0.1:.*"}`)
+		for _, in := range instances {
+			if now[in] <= first[in] {
+				return fmt.Sprintf("train_samples_total did not rise on %s: %v then %v", in, first[in], now[in])
+			}
+		}
+		return ""
+	})
+	eventually(t, 20*time.Second, func() string {
+		// Scraped series, not the pushed ones (instance rank0).
+		for _, q := range []string{`train_loss{split="train"}`, `train_step_duration_seconds_count`,
+			`train_step_phase_duration_seconds_count{phase="allreduce_wait"}`, `train_info{world_size="2"}`} {
+			q = strings.Replace(q, "}", `,job="train",instance=~"127.0.0.1:.*"}`, 1)
+			if !strings.Contains(q, "{") {
+				q += `{job="train",instance=~"127.0.0.1:.*"}`
+			}
+			if s := promSeries(t, promURL, q); len(s) != 2 {
+				return fmt.Sprintf("%s: %d series, want one per rank: %v", q, len(s), s)
+			}
+		}
+		return ""
+	})
+	// Pushed by rank 0 every 100 steps, scraped from the gateway.
+	eventually(t, 30*time.Second, func() string {
+		s := promSeries(t, promURL, `train_samples_total{job="train",instance="rank0"}`)
+		if s["rank0/train"] <= 0 {
+			return fmt.Sprintf("no pushed train_samples_total from rank0: %v", s)
+		}
+		return ""
+	})
+}
+
+// TestTimeline: each rank writes its trace; the merged trace is valid
+// JSON with one pid per rank, each step's phases nested in it and in
+// order, steps in order, and the buckets' allreduces on their own track.
+func TestTimeline(t *testing.T) {
+	dir := t.TempDir()
+	mustTrain(t, 2, "--max-steps", "12", "--log-every", "4", "--hidden", "256,128", "--bucket-mb", "0.1",
+		"--timeline", filepath.Join(dir, "trace.json"))
+	merged := filepath.Join(dir, "merged.json")
+	r := trainRun(t, 0, time.Minute, nil, "timeline", "merge", "-o", merged,
+		filepath.Join(dir, "trace.rank0.json"), filepath.Join(dir, "trace.rank1.json"))
+	if r.code != 0 {
+		t.Fatalf("merge: %s", r.stderr)
+	}
+	b, err := os.ReadFile(merged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct {
+		TraceEvents []struct {
+			Name     string
+			Ph       string
+			Ts, Dur  float64
+			Pid, Tid int
+		}
+	}
+	if err := json.Unmarshal(b, &tr); err != nil {
+		t.Fatalf("merged trace is not JSON: %v", err)
+	}
+	type span struct {
+		name       string
+		start, end float64
+	}
+	tracks := map[[2]int][]span{}
+	pids := map[int]bool{}
+	for _, e := range tr.TraceEvents {
+		pids[e.Pid] = true
+		if e.Ph == "X" {
+			tracks[[2]int{e.Pid, e.Tid}] = append(tracks[[2]int{e.Pid, e.Tid}], span{e.Name, e.Ts, e.Ts + e.Dur})
+		}
+	}
+	if len(pids) != 2 || !pids[0] || !pids[1] {
+		t.Fatalf("pids %v, want 0 and 1", pids)
+	}
+	for pid := range 2 {
+		main := tracks[[2]int{pid, 0}]
+		sort.SliceStable(main, func(i, j int) bool { return main[i].start < main[j].start })
+		var steps []span
+		for _, s := range main {
+			if s.name == "step" {
+				steps = append(steps, s)
+			}
+		}
+		if len(steps) != 12 {
+			t.Fatalf("rank %d: %d step spans, want 12", pid, len(steps))
+		}
+		for i, st := range steps {
+			if i > 0 && st.start < steps[i-1].end {
+				t.Errorf("rank %d: step %d starts before step %d ends", pid, i, i-1)
+			}
+			var inside []string
+			last := st.start
+			for _, s := range main {
+				if s.name != "step" && s.start >= st.start-0.01 && s.end <= st.end+0.01 {
+					inside = append(inside, s.name)
+					if s.start < last-0.01 {
+						t.Errorf("rank %d step %d: %s starts before the phase before it ends", pid, i, s.name)
+					}
+					last = s.end
+				}
+			}
+			if strings.Join(inside, ",") != "data,forward,backward,allreduce_wait,optimizer" {
+				t.Fatalf("rank %d step %d holds %v", pid, i, inside)
+			}
+		}
+		comm := tracks[[2]int{pid, 1}]
+		if len(comm) < 2*12 || comm[0].name != "allreduce" {
+			t.Errorf("rank %d: %d spans on the allreduce track, want two buckets per step", pid, len(comm))
+		}
+	}
+}
+
+// TestRunLogAndPlot: --log-file records the run, --plot draws it, and
+// train plot draws a PNG of the size asked for from the log.
+func TestRunLogAndPlot(t *testing.T) {
+	dir := t.TempDir()
+	log, png1 := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "end.png")
+	mustTrain(t, 2, "--max-steps", "40", "--log-every", "10", "--log-file", log, "--plot", png1)
+	recs, err := runlog.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]int{}
+	for _, r := range recs {
+		types[r.Type]++
+	}
+	if types["start"] != 1 || types["step"] != 4 || types["epoch"] != 1 || types["done"] != 1 {
+		t.Errorf("records %v", types)
+	}
+	png2 := filepath.Join(dir, "curves.png")
+	r := trainRun(t, 0, time.Minute, nil, "plot", log, "-o", png2, "--width", "800", "--height", "600")
+	if r.code != 0 {
+		t.Fatalf("train plot: %s", r.stderr)
+	}
+	for path, size := range map[string][2]int{png1: {1200, 900}, png2: {800, 600}} {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(f)
+		f.Close()
+		if err != nil || cfg.Width != size[0] || cfg.Height != size[1] {
+			t.Errorf("%s: %dx%d (%v), want %dx%d", path, cfg.Width, cfg.Height, err, size[0], size[1])
+		}
+	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte("not json\n"), 0o644)
+	r = trainRun(t, 0, time.Minute, nil, "plot", bad, "-o", filepath.Join(dir, "x.png"))
+	if lines := trainLines(r.stderr); r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], bad+":1") {
+		t.Errorf("bad log: exit %d %q", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,136 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Phases of a training step, the values of the phase label.
+const (
+	phaseData      = "data"
+	phaseForward   = "forward"
+	phaseBackward  = "backward"
+	phaseWait      = "allreduce_wait"
+	phaseOptimizer = "optimizer"
+)
+
+// metrics are one rank's Prometheus metrics, on a registry of their own
+// (with the Go runtime and process collectors) so tests can read them and
+// nothing global is touched. The README lists them.
+type metrics struct {
+	reg              *prometheus.Registry
+	samples          prometheus.Counter
+	steps            prometheus.Counter
+	epoch            prometheus.Gauge
+	loss             *prometheus.GaugeVec
+	accuracy         *prometheus.GaugeVec
+	lr               prometheus.Gauge
+	stepSeconds      prometheus.Histogram
+	phaseSeconds     *prometheus.HistogramVec
+	allreduceBytes   *prometheus.CounterVec
+	allreduceSeconds *prometheus.CounterVec
+	ckptSeconds      prometheus.Histogram
+	ckptLast         prometheus.Gauge
+	info             *prometheus.GaugeVec
+}
+
+// stepBuckets span 1 ms to about 30 s: an MLP step to a large model's.
+var stepBuckets = prometheus.ExponentialBuckets(0.001, 2, 16)
+
+func newMetrics() *metrics {
+	reg := prometheus.NewRegistry()
+	m := &metrics{
+		reg: reg,
+		samples: prometheus.NewCounter(prometheus.CounterOpts{Name: "train_samples_total",
+			Help: "Training samples this rank has processed."}),
+		steps: prometheus.NewCounter(prometheus.CounterOpts{Name: "train_steps_total",
+			Help: "Training steps this rank has completed (in this process)."}),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Name: "train_epoch",
+			Help: "Current epoch, from 1."}),
+		loss: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "train_loss",
+			Help: "Mean cross-entropy over all ranks: split=train over the last log window, split=test at the last evaluation."}, []string{"split"}),
+		accuracy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "train_accuracy_ratio",
+			Help: "Fraction classified right over all ranks, as train_loss."}, []string{"split"}),
+		lr: prometheus.NewGauge(prometheus.GaugeOpts{Name: "train_learning_rate",
+			Help: "Learning rate of the last step."}),
+		stepSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "train_step_duration_seconds",
+			Help: "Wall time of a training step on this rank.", Buckets: stepBuckets}),
+		phaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "train_step_phase_duration_seconds",
+			Help: "Wall time of each part of a step: data, forward, backward (with overlapped allreduces running), allreduce_wait (after backward), optimizer.", Buckets: stepBuckets}, []string{"phase"}),
+		allreduceBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "train_allreduce_bytes_total",
+			Help: "Bytes of gradient buffer allreduced by this rank."}, []string{"algorithm"}),
+		allreduceSeconds: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "train_allreduce_seconds_total",
+			Help: "Time spent inside gradient allreduces on this rank (overlapped with backward or not)."}, []string{"algorithm"}),
+		ckptSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "train_checkpoint_duration_seconds",
+			Help: "Time to write a checkpoint (rank 0).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
+		ckptLast: prometheus.NewGauge(prometheus.GaugeOpts{Name: "train_checkpoint_last_success_timestamp_seconds",
+			Help: "Unix time of the last checkpoint written (rank 0)."}),
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "train_info",
+			Help: "Constant 1, labelled with this rank's place in the job."},
+			[]string{"rank", "local_rank", "world_size", "model", "allreduce", "slurm_job_id"}),
+	}
+	reg.MustRegister(m.samples, m.steps, m.epoch, m.loss, m.accuracy, m.lr, m.stepSeconds, m.phaseSeconds,
+		m.allreduceBytes, m.allreduceSeconds, m.ckptSeconds, m.ckptLast, m.info,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// serveMetrics listens on host:port+localRank and serves /metrics in the
+// background; it returns the address bound.
+func serveMetrics(m *metrics, addr string, localRank int) (string, *http.Server, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("--metrics-addr %q: want HOST:PORT or :PORT (\"\" turns metrics off)", addr)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port+localRank > 65535 {
+		return "", nil, fmt.Errorf("--metrics-addr %q: bad port", addr)
+	}
+	if port != 0 {
+		port += localRank
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return "", nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the listener failed after start: nothing left to serve
+		}
+	}()
+	return ln.Addr().String(), srv, nil
+}
+
+// stepTimes are the parts of one step, for the histograms and the
+// timeline.
+type stepTimes struct {
+	start                                   time.Time
+	data, forward, backward, wait, optimize time.Duration
+}
+
+func (m *metrics) observeStep(st *stepTimes, samples int, lr float64) {
+	if m == nil {
+		return
+	}
+	total := st.data + st.forward + st.backward + st.wait + st.optimize
+	m.samples.Add(float64(samples))
+	m.steps.Inc()
+	m.lr.Set(lr)
+	m.stepSeconds.Observe(total.Seconds())
+	m.phaseSeconds.WithLabelValues(phaseData).Observe(st.data.Seconds())
+	m.phaseSeconds.WithLabelValues(phaseForward).Observe(st.forward.Seconds())
+	m.phaseSeconds.WithLabelValues(phaseBackward).Observe(st.backward.Seconds())
+	m.phaseSeconds.WithLabelValues(phaseWait).Observe(st.wait.Seconds())
+	m.phaseSeconds.WithLabelValues(phaseOptimizer).Observe(st.optimize.Seconds())
+}

@@ -1,0 +1,123 @@
+package trainer
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"train/mpi"
+)
+
+func TestMetricValues(t *testing.T) {
+	m := newMetrics()
+	st := &stepTimes{data: time.Millisecond, forward: 2 * time.Millisecond, backward: 3 * time.Millisecond,
+		wait: 4 * time.Millisecond, optimize: 5 * time.Millisecond}
+	m.observeStep(st, 64, 0.1)
+	m.observeStep(st, 64, 0.05)
+	if got := testutil.ToFloat64(m.samples); got != 128 {
+		t.Errorf("samples %v, want 128", got)
+	}
+	if got := testutil.ToFloat64(m.steps); got != 2 {
+		t.Errorf("steps %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.lr); got != 0.05 {
+		t.Errorf("learning rate %v, want the last, 0.05", got)
+	}
+	// The step histogram: two observations of 15 ms.
+	want := `
+# HELP train_step_duration_seconds Wall time of a training step on this rank.
+# TYPE train_step_duration_seconds histogram
+train_step_duration_seconds_bucket{le="0.001"} 0
+train_step_duration_seconds_bucket{le="0.002"} 0
+train_step_duration_seconds_bucket{le="0.004"} 0
+train_step_duration_seconds_bucket{le="0.008"} 0
+train_step_duration_seconds_bucket{le="0.016"} 2
+train_step_duration_seconds_bucket{le="0.032"} 2
+train_step_duration_seconds_bucket{le="0.064"} 2
+train_step_duration_seconds_bucket{le="0.128"} 2
+train_step_duration_seconds_bucket{le="0.256"} 2
+train_step_duration_seconds_bucket{le="0.512"} 2
+train_step_duration_seconds_bucket{le="1.024"} 2
+train_step_duration_seconds_bucket{le="2.048"} 2
+train_step_duration_seconds_bucket{le="4.096"} 2
+train_step_duration_seconds_bucket{le="8.192"} 2
+train_step_duration_seconds_bucket{le="16.384"} 2
+train_step_duration_seconds_bucket{le="32.768"} 2
+train_step_duration_seconds_bucket{le="+Inf"} 2
+train_step_duration_seconds_sum 0.03
+train_step_duration_seconds_count 2
+`
+	if err := testutil.CollectAndCompare(m.stepSeconds, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	// Five phases, two observations each.
+	if n := testutil.CollectAndCount(m.phaseSeconds); n != 5 {
+		t.Errorf("%d phase series, want 5", n)
+	}
+	// The allreduce hook of gradSync feeds bytes and seconds by algorithm.
+	g := newGradSync(func([]float32, mpi.Op) error { return nil }, make([]float32, 100), []bucket{{0, 60}, {60, 100}}, false)
+	g.observe = func(b bucket, _ time.Time, d time.Duration, _ bool) {
+		m.allreduceBytes.WithLabelValues("ring").Add(float64(4 * (b.hi - b.lo)))
+		m.allreduceSeconds.WithLabelValues("ring").Add(d.Seconds())
+	}
+	g.begin()
+	if err := g.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.allreduceBytes.WithLabelValues("ring")); got != 400 {
+		t.Errorf("allreduce bytes %v, want 400", got)
+	}
+	// A nil *metrics observes nothing and does not panic.
+	var none *metrics
+	none.observeStep(st, 1, 1)
+}
+
+// TestServeMetrics: the server binds port + local rank and serves the
+// registry, Go and process collectors included.
+func TestServeMetrics(t *testing.T) {
+	m := newMetrics()
+	m.info.WithLabelValues("1", "1", "2", "mlp", "ring", "").Set(1)
+	addr, srv, err := serveMetrics(m, "127.0.0.1:0", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`train_info{allreduce="ring",local_rank="1",model="mlp",rank="1",slurm_job_id="",world_size="2"} 1`,
+		"go_goroutines", "process_resident_memory_bytes", "train_samples_total 0"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	// A fixed port is offset by the local rank.
+	addr2, srv2, err := serveMetrics(m, "127.0.0.1:39411", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2.Close()
+	if addr2 != "127.0.0.1:39413" {
+		t.Errorf("port 39411 + local rank 2 bound %s", addr2)
+	}
+	for _, bad := range []string{"9400", "host:port", "127.0.0.1:70000"} {
+		if _, _, err := serveMetrics(m, bad, 0); err == nil {
+			t.Errorf("--metrics-addr %q accepted", bad)
+		}
+	}
+}
+
+func TestProgressLine(t *testing.T) {
+	got := progressLine(15, 60, 1, 5, 0.4321, 1234.5, 83*time.Second)
+	want := "[=======>                      ]  25% epoch 1/5 step 15/60 loss 0.4321 1234 samples/s ETA 1m23s"
+	if got != want {
+		t.Errorf("\n got %q\nwant %q", got, want)
+	}
+}
