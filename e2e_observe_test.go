@@ -338,3 +338,47 @@ func TestRunLogAndPlot(t *testing.T) {
 		t.Errorf("bad log: exit %d %q", r.code, r.stderr)
 	}
 }
+
+// TestPrometheusScripts: promtool accepts the scrape configuration, and
+// the Slurm prolog writes one target per rank from Slurm's task layout
+// (scontrol is replaced by a stand-in that expands the node list; the real
+// Slurm runs in the operations tests).
+func TestPrometheusScripts(t *testing.T) {
+	out, err := exec.Command("promtool", "check", "config", "scripts/prometheus/prometheus.yml").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SUCCESS") {
+		t.Errorf("promtool check config: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "bin")
+	os.MkdirAll(fake, 0o755)
+	os.WriteFile(filepath.Join(fake, "scontrol"), []byte("#!/bin/sh\n[ \"$1 $2\" = 'show hostnames' ] && printf 'n1\\nn2\\nn3\\n'\n"), 0o755)
+	targets := filepath.Join(dir, "targets")
+	cmd := exec.Command("scripts/prometheus/slurm-prolog.sh")
+	cmd.Env = append(os.Environ(), "PATH="+fake+":"+os.Getenv("PATH"), "TRAIN_TARGETS_DIR="+targets,
+		"SLURM_JOB_ID=77", "SLURM_JOB_NAME=r20", "SLURM_JOB_NODELIST=n[1-3]", "SLURM_TASKS_PER_NODE=2(x2),1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("prolog: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(targets, "job-77.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sd []struct {
+		Targets []string
+		Labels  map[string]string
+	}
+	if err := json.Unmarshal(b, &sd); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	if len(sd) != 1 || strings.Join(sd[0].Targets, " ") != "n1:9400 n1:9401 n2:9400 n2:9401 n3:9400" || sd[0].Labels["slurm_job_id"] != "77" {
+		t.Errorf("targets %s", b)
+	}
+	epi := exec.Command("scripts/prometheus/slurm-epilog.sh")
+	epi.Env = append(os.Environ(), "TRAIN_TARGETS_DIR="+targets, "SLURM_JOB_ID=77")
+	if out, err := epi.CombinedOutput(); err != nil {
+		t.Fatalf("epilog: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(targets, "job-77.json")); !os.IsNotExist(err) {
+		t.Error("epilog left the targets file")
+	}
+}

@@ -1,8 +1,11 @@
 package trainer
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +122,76 @@ func TestProgressLine(t *testing.T) {
 	want := "[=======>                      ]  25% epoch 1/5 step 15/60 loss 0.4321 1234 samples/s ETA 1m23s"
 	if got != want {
 		t.Errorf("\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestPrometheusAssets: the Grafana dashboard queries only metrics train
+// exports (or Prometheus' own up), and the README lists every train_
+// metric train exports and no other.
+func TestPrometheusAssets(t *testing.T) {
+	m := newMetrics()
+	m.loss.WithLabelValues("train")
+	m.accuracy.WithLabelValues("train")
+	m.phaseSeconds.WithLabelValues("data")
+	m.allreduceBytes.WithLabelValues("ring")
+	m.allreduceSeconds.WithLabelValues("ring")
+	m.info.WithLabelValues("0", "0", "1", "mlp", "ring", "")
+	families, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exported := map[string]bool{"up": true}
+	ours := map[string]bool{}
+	for _, f := range families {
+		n := f.GetName()
+		exported[n] = true
+		if strings.HasPrefix(n, "train_") {
+			ours[n] = true
+		}
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			exported[n+suffix] = true
+		}
+	}
+	dash, err := os.ReadFile("../scripts/prometheus/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(dash, &d); err != nil {
+		t.Fatalf("dashboard is not JSON: %v", err)
+	}
+	name := regexp.MustCompile(`[a-z_]+_[a-z_]+|\bup\b`)
+	functions := map[string]bool{"histogram_quantile": true, "label_values": true}
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, n := range name.FindAllString(tg.Expr, -1) {
+				if !functions[n] && !exported[n] && n != "world_size" {
+					t.Errorf("panel %q queries %s, which train does not export", p.Title, n)
+				}
+			}
+		}
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, n := range regexp.MustCompile("`(train_[a-z_]+)`").FindAllStringSubmatch(string(readme), -1) {
+		listed[n[1]] = true
+	}
+	for n := range ours {
+		if !listed[n] {
+			t.Errorf("README does not list %s", n)
+		}
+	}
+	for n := range listed {
+		if !ours[n] {
+			t.Errorf("README lists %s, which train does not export", n)
+		}
 	}
 }
