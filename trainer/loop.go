@@ -94,9 +94,13 @@ func (r *run) loop() error {
 				}
 				window, windowSteps, windowStart = stats{}, 0, time.Now()
 			}
-			if r.rep.tty && lastSps > 0 {
-				r.rep.progress(s.Step, total, s.Epoch+1, c.Epochs, lastLoss, lastSps,
-					time.Duration(float64(total-s.Step)*global/lastSps*float64(time.Second)))
+			if r.rep.tty {
+				sps := float64(s.Step-firstStep) * global / stepTime.Seconds()
+				if lastLoss == 0 {
+					lastLoss = loss
+				}
+				r.rep.progress(s.Step, total, s.Epoch+1, c.Epochs, lastLoss, sps,
+					time.Duration(float64(total-s.Step)*global/sps*float64(time.Second)))
 			}
 			if c.PushEvery > 0 && s.Step%c.PushEvery == 0 {
 				r.pushMetrics()
