@@ -160,17 +160,9 @@ func dirBytes(t *testing.T, dir string) map[string][]byte {
 // and existing checkpoints untouched.
 func TestBadInput(t *testing.T) {
 	tmp := t.TempDir()
-	// A checkpoint directory with two good checkpoints, the newest then
-	// corrupted by one flipped byte.
+	// A checkpoint directory that failed runs must leave alone.
 	ckpts := filepath.Join(tmp, "ck")
 	mustTrain(t, 2, "--max-steps", "20", "--checkpoint-every", "10", "--checkpoint-dir", ckpts, "--log-every", "10")
-	newest := filepath.Join(ckpts, "step-00000020.safetensors")
-	b, err := os.ReadFile(newest)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)-100] ^= 0x01
-	os.WriteFile(newest, b, 0o644)
 	before := dirBytes(t, ckpts)
 
 	aFile := filepath.Join(tmp, "a-file")
@@ -191,7 +183,6 @@ func TestBadInput(t *testing.T) {
 		{"unknown model", 2, []string{"--model", "transformer"}, []string{`unknown model "transformer"`, "mlp"}},
 		{"batch larger than shard", 2, []string{"--batch-size", "40000"}, []string{"--batch-size 40000", "lower --batch-size"}},
 		{"unwritable checkpoint dir", 2, []string{"--checkpoint-dir", filepath.Join(aFile, "ck")}, []string{"--checkpoint-dir " + filepath.Join(aFile, "ck"), "not a directory"}},
-		{"corrupt checkpoint", 2, []string{"--checkpoint-dir", ckpts, "--resume"}, []string{newest, "corrupt", "move it away"}},
 		{"unknown allreduce", 2, []string{"--allreduce", "carrier-pigeon"}, []string{`--allreduce "carrier-pigeon"`}},
 		{"unknown flag", 2, []string{"--bogus"}, []string{"bogus", "train --help"}},
 		{"bad number", 0, []string{"--epochs", "five"}, []string{"five"}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -65,6 +66,9 @@ var (
 	progressFlag = &cli.StringFlag{Name: "progress", Value: "auto", Usage: "rank 0's live progress bar: auto (a terminal, not under mpirun or srun, which give ranks a terminal even when logging to a file), always, never", EnvVars: env("PROGRESS"), Category: catCkpt}
 	plotFlag     = &cli.StringFlag{Name: "plot", Usage: "write the run's curves to this PNG at the end", EnvVars: env("PLOT"), Category: catCkpt}
 
+	stallWarn    = &cli.DurationFlag{Name: "stall-warn", Value: 60 * time.Second, Usage: "rank 0 reports ranks missing from a collective others have waited in this long (0: no watchdog)", EnvVars: env("STALL_WARN"), Category: catDist}
+	stallTimeout = &cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Minute, Usage: "abort the job when a collective has waited this long (0: never)", EnvVars: env("STALL_TIMEOUT"), Category: catDist}
+
 	ckDirFlag  = &cli.StringFlag{Name: "checkpoint-dir", Usage: "directory for rank 0's checkpoints (safetensors); also written at the end", EnvVars: env("CHECKPOINT_DIR"), Category: catCkpt}
 	ckEvery    = &cli.IntFlag{Name: "checkpoint-every", Value: 0, Usage: "write a checkpoint every N steps (0: only at the end)", EnvVars: env("CHECKPOINT_EVERY"), Category: catCkpt}
 	keepFlag   = &cli.IntFlag{Name: "keep", Value: 3, Usage: "keep the newest N checkpoints (0: all)", EnvVars: env("KEEP"), Category: catCkpt}
@@ -76,7 +80,7 @@ var trainFlags = []cli.Flag{
 	modelFlag, hiddenFlag, depthFlag, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
 	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
-	arFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag,
+	arFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, stallWarn, stallTimeout,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, logFileFlag, plotFlag, progressFlag,
 }
@@ -95,6 +99,7 @@ func trainConfig(c *cli.Context) trainer.Config {
 		ClipGradNorm: c.Float64(clipFlag.Name), Seed: c.Uint64(seedFlag.Name),
 		Allreduce: c.String(arFlag.Name), BucketMB: c.Float64(bucketFlag.Name), Overlap: c.Bool(overlapFlag.Name),
 		BN: c.String(bnFlag.Name), Threads: c.Int(threadsFlag.Name),
+		StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name),
 		CheckpointDir: c.String(ckDirFlag.Name), CheckpointEvery: c.Int(ckEvery.Name), Keep: c.Int(keepFlag.Name),
 		Resume: c.Bool(resumeFlag.Name), LogEvery: c.Int(logFlag.Name),
 		MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushEvery: c.Int(pushEvery.Name),

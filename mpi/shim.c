@@ -159,3 +159,18 @@ int tr_ring_step(MPI_Comm c, int left, int right, const float *send, long n_send
 	}
 	return MPI_SUCCESS;
 }
+
+int tr_send(MPI_Comm c, const void *buf, int count, int type, int dest, int tag) {
+	return MPI_Send(buf, count, tr_type(type), dest, tag, c);
+}
+
+int tr_iprobe(MPI_Comm c, int tag, int *flag, int *source) {
+	MPI_Status st;
+	int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, c, flag, &st);
+	if (rc == MPI_SUCCESS && *flag) *source = st.MPI_SOURCE;
+	return rc;
+}
+
+int tr_recv(MPI_Comm c, void *buf, int count, int type, int source, int tag) {
+	return MPI_Recv(buf, count, tr_type(type), source, tag, c, MPI_STATUS_IGNORE);
+}

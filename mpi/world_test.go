@@ -181,3 +181,45 @@ func TestDup(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPointToPoint: every rank sends to rank 0, which probes and receives
+// them in any order.
+func TestPointToPoint(t *testing.T) {
+	if !mpitest.Launch(t, 3, 60*time.Second) {
+		return
+	}
+	w := world(t)
+	const tag = 7
+	if w.Rank() != 0 {
+		if err := w.SendInt64([]int64{int64(w.Rank()), 42}, 0, tag); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		got := map[int64]bool{}
+		deadline := time.Now().Add(10 * time.Second)
+		for len(got) < 2 && time.Now().Before(deadline) {
+			src, ok, err := w.Probe(tag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				time.Sleep(time.Millisecond)
+				continue
+			}
+			buf := make([]int64, 2)
+			if err := w.RecvInt64(buf, src, tag); err != nil {
+				t.Fatal(err)
+			}
+			if buf[0] != int64(src) || buf[1] != 42 {
+				t.Errorf("from %d: %v", src, buf)
+			}
+			got[buf[0]] = true
+		}
+		if !got[1] || !got[2] {
+			t.Errorf("received from %v", got)
+		}
+	}
+	if err := w.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -65,3 +65,18 @@ func TestStepSchedule(t *testing.T) {
 		t.Error("step schedule without a step size accepted")
 	}
 }
+
+// TestNonFinite: every optimizer reports a NaN or Inf gradient.
+func TestNonFinite(t *testing.T) {
+	for _, name := range Names {
+		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+			o, _ := New(Config{Name: name, Momentum: 0.9, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}, 3)
+			if !o.Step([]float32{1, 2, 3}, []float32{0.1, 0.2, 0.3}, 0.1, 1) {
+				t.Errorf("%s: finite gradients reported as not finite", name)
+			}
+			if o.Step([]float32{1, 2, 3}, []float32{0.1, bad, 0.3}, 0.1, 2) {
+				t.Errorf("%s: gradient %v not reported", name, bad)
+			}
+		}
+	}
+}

@@ -11,8 +11,12 @@ import (
 // tensor by tensor.
 type Optimizer interface {
 	// Step applies update number t (1-based: Adam's bias correction needs
-	// it) at learning rate lr. It panics if the lengths differ.
-	Step(params, grads []float32, lr float32, t int)
+	// it) at learning rate lr, and reports whether every gradient was
+	// finite: when not, the parameters are spoilt and training must stop.
+	// (The check rides on the update's own loop: g-g is 0 for a finite g
+	// and NaN for NaN or Inf, so one add per element, no branch.) It
+	// panics if the lengths differ.
+	Step(params, grads []float32, lr float32, t int) (finite bool)
 	// State names the state buffers, each as long as the parameters.
 	State() map[string][]float32
 }
@@ -70,7 +74,7 @@ type Adam struct {
 }
 
 // Step applies update t.
-func (a *Adam) Step(params, grads []float32, lr float32, t int) {
+func (a *Adam) Step(params, grads []float32, lr float32, t int) bool {
 	if len(params) != len(grads) || len(a.M) != len(params) {
 		panic("optim: length mismatch")
 	}
@@ -88,7 +92,9 @@ func (a *Adam) Step(params, grads []float32, lr float32, t int) {
 		shrink, wd = 1-lr*wd, 0
 	}
 	m, v := a.M[:len(params)], a.V[:len(params)]
+	var bad float32
 	for i, g := range grads {
+		bad += g - g
 		p := params[i] * shrink
 		g += wd * p
 		mi := b1*m[i] + c1*g
@@ -96,6 +102,7 @@ func (a *Adam) Step(params, grads []float32, lr float32, t int) {
 		m[i], v[i] = mi, vi
 		params[i] = p - step*mi/(float32(math.Sqrt(float64(vi)))*rbc2+eps)
 	}
+	return bad == 0
 }
 
 // State is exp_avg and exp_avg_sq, PyTorch's names.

@@ -28,33 +28,38 @@ func NewSGD(n int, momentum, weightDecay float32) *SGD {
 
 // Step applies one update to params from grads (same length) at rate lr;
 // SGD does not need t. It panics if the lengths differ.
-func (s *SGD) Step(params, grads []float32, lr float32, _ int) {
+func (s *SGD) Step(params, grads []float32, lr float32, _ int) bool {
 	if len(params) != len(grads) || (s.Buf != nil && len(s.Buf) != len(params)) {
 		panic("optim: length mismatch")
 	}
 	wd, mu := s.WeightDecay, s.Momentum
+	var bad float32 // sum of g-g: 0 unless some g is NaN or Inf
 	if s.Buf == nil {
 		for i, g := range grads {
+			bad += g - g
 			params[i] -= lr * (g + wd*params[i])
 		}
-		return
+		return bad == 0
 	}
 	buf := s.Buf[:len(params)]
 	if s.Nesterov {
 		for i, g := range grads {
+			bad += g - g
 			g += wd * params[i]
 			b := mu*buf[i] + g
 			buf[i] = b
 			params[i] -= lr * (g + mu*b)
 		}
-		return
+		return bad == 0
 	}
 	for i, g := range grads {
+		bad += g - g
 		g += wd * params[i]
 		b := mu*buf[i] + g
 		buf[i] = b
 		params[i] -= lr * b
 	}
+	return bad == 0
 }
 
 // State returns the optimizer's state buffers by name, each laid out like

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,6 +35,10 @@ import (
 //     caught on load. Nothing time-dependent goes in: the same state gives
 //     the same bytes.
 const checkpointFormat = "train.checkpoint/v1"
+
+// checkpointWriterHook, when set, wraps the file a checkpoint is written
+// to: the fault injection that kills rank 0 half way through a write.
+var checkpointWriterHook func(io.Writer) io.Writer
 
 // optimPrefix starts the names of optimizer state tensors; filter them out
 // to load a checkpoint into a torch.nn.Module.
@@ -154,7 +159,11 @@ func WriteCheckpoint(final string, p *model.Params, s *State) error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
-	w := bufio.NewWriterSize(tmp, 1<<20)
+	var out io.Writer = tmp
+	if checkpointWriterHook != nil {
+		out = checkpointWriterHook(tmp)
+	}
+	w := bufio.NewWriterSize(out, 1<<20)
 	err = safetensors.SerializeToWriter(views, meta, w)
 	if err == nil {
 		err = w.Flush()

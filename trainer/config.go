@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"train/optim"
 )
@@ -52,6 +53,9 @@ type Config struct {
 	LogFile     string // JSON lines on rank 0
 	Plot        string // PNG of the curves, written at the end on rank 0
 	Progress    string // "auto", "always", "never": rank 0's progress bar
+
+	StallWarn    time.Duration // report ranks missing from a collective after this; 0: no watchdog
+	StallTimeout time.Duration // abort the job after this; 0: never
 
 	CheckpointDir   string
 	CheckpointEvery int // steps; 0: only at the end
@@ -140,6 +144,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--crop-pad %d: must not be negative", c.CropPad)
 	case c.Progress != "auto" && c.Progress != "always" && c.Progress != "never":
 		return fmt.Errorf("--progress %q: choose auto, always or never", c.Progress)
+	case c.StallWarn < 0 || c.StallTimeout < 0:
+		return fmt.Errorf("--stall-warn %v --stall-timeout %v: must not be negative", c.StallWarn, c.StallTimeout)
+	case c.StallTimeout > 0 && c.StallTimeout < c.StallWarn:
+		return fmt.Errorf("--stall-timeout %v is shorter than --stall-warn %v", c.StallTimeout, c.StallWarn)
 	case c.PushEvery < 0:
 		return fmt.Errorf("--push-every %d: must not be negative", c.PushEvery)
 	case c.Pushgateway != "" && !validURL(c.Pushgateway):

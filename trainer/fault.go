@@ -2,6 +2,8 @@ package trainer
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +18,8 @@ import (
 //	panic  panic (main's recovery path)
 //	kill   SIGKILL itself (a crash: no message, no cleanup)
 //	hang   sleep forever (a stalled rank)
+//	nan    make this rank's gradients NaN (a diverging run)
+//	kill-in-checkpoint  (rank 0) SIGKILL itself half way through writing a checkpoint
 const FaultEnv = "TRAIN_FAULT"
 
 type fault struct {
@@ -28,7 +32,7 @@ func parseFault(s string) (*fault, error) {
 		return nil, nil
 	}
 	parts := strings.Split(s, ":")
-	bad := fmt.Errorf("%s=%q: want RANK:STEP:KIND, KIND one of error, panic, kill, hang", FaultEnv, s)
+	bad := fmt.Errorf("%s=%q: want RANK:STEP:KIND, KIND one of error, panic, kill, hang, nan, kill-in-checkpoint", FaultEnv, s)
 	if len(parts) != 3 {
 		return nil, bad
 	}
@@ -38,16 +42,22 @@ func parseFault(s string) (*fault, error) {
 		return nil, bad
 	}
 	switch parts[2] {
-	case "error", "panic", "kill", "hang":
+	case "error", "panic", "kill", "hang", "nan", "kill-in-checkpoint":
 	default:
 		return nil, bad
 	}
 	return &fault{rank, step, parts[2]}, nil
 }
 
-// fire injects the fault if it is this rank's and step's.
+// is reports whether the fault of kind is this rank's and step's.
+func (f *fault) is(kind string, rank, step int) bool {
+	return f != nil && f.kind == kind && f.rank == rank && f.step == step
+}
+
+// fire injects the fault, at the start of a step, if it is this rank's
+// and step's (the nan and checkpoint kinds act elsewhere).
 func (f *fault) fire(rank, step int) error {
-	if f == nil || f.rank != rank || f.step != step {
+	if f == nil || f.rank != rank || f.step != step || f.kind == "nan" || f.kind == "kill-in-checkpoint" {
 		return nil
 	}
 	switch f.kind {
@@ -61,4 +71,27 @@ func (f *fault) fire(rank, step int) error {
 		}
 	}
 	return fmt.Errorf("injected fault at step %d (%s)", step, FaultEnv)
+}
+
+// killHalfWay is the checkpoint writer of the kill-in-checkpoint fault:
+// it passes the first 64 KiB on, then SIGKILLs the process, leaving a torn
+// temporary file as a crash would.
+func killHalfWay(w io.Writer) io.Writer { return &killer{w: w, left: 64 << 10} }
+
+type killer struct {
+	w    io.Writer
+	left int
+}
+
+func (k *killer) Write(p []byte) (int, error) {
+	if len(p) >= k.left {
+		k.w.Write(p[:k.left])
+		if f, ok := k.w.(*os.File); ok {
+			f.Sync()
+		}
+		syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+	k.left -= len(p)
+	return k.w.Write(p)
 }

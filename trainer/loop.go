@@ -3,7 +3,10 @@ package trainer
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"train/data"
@@ -52,7 +55,8 @@ func (r *run) loop() error {
 
 	for s.Epoch < c.Epochs && !done() {
 		idx := r.sampler.Epoch(s.Epoch)
-		for s.StepInEpoch < spe && !done() {
+		for s.StepInEpoch < spe && !done() && r.stopBy == "" {
+			r.prog.at(s.Step)
 			if err := r.fault.fire(r.w.Rank(), s.Step); err != nil {
 				return err
 			}
@@ -76,7 +80,10 @@ func (r *run) loop() error {
 
 			if s.Step%c.LogEvery == 0 {
 				sum := []float64{window.loss, window.correct, window.count}
-				if err := r.w.AllreduceFloat64(sum, mpi.Sum); err != nil {
+				r.prog.enter(opLog)
+				err := r.w.AllreduceFloat64(sum, mpi.Sum)
+				r.prog.leave()
+				if err != nil {
 					return err
 				}
 				el := time.Since(windowStart).Seconds()
@@ -105,6 +112,9 @@ func (r *run) loop() error {
 			if c.PushEvery > 0 && s.Step%c.PushEvery == 0 {
 				r.pushMetrics()
 			}
+			if err := r.checkStop(); err != nil {
+				return err
+			}
 			if c.CheckpointDir != "" && c.CheckpointEvery > 0 && s.Step%c.CheckpointEvery == 0 {
 				if err := r.checkpoint(); err != nil {
 					return err
@@ -112,7 +122,7 @@ func (r *run) loop() error {
 			}
 		}
 		if s.StepInEpoch < spe {
-			break // stopped by --max-steps inside the epoch
+			break // stopped by --max-steps or a signal inside the epoch
 		}
 		if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
 			return err
@@ -121,7 +131,7 @@ func (r *run) loop() error {
 		s.StepInEpoch = 0
 		epochStats, epochStart = stats{}, time.Now()
 	}
-	if s.StepInEpoch > 0 {
+	if s.StepInEpoch > 0 && r.stopBy == "" { // a stopped job has no time for an evaluation
 		if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
 			return err
 		}
@@ -134,7 +144,9 @@ func (r *run) loop() error {
 	if err := r.syncBuffers(); err != nil {
 		return err
 	}
+	r.prog.enter(opReplicaCheck)
 	sum, err := verifyReplicas(r.w, p.Data, p.Buffers)
+	r.prog.leave()
 	if err != nil {
 		return err
 	}
@@ -145,6 +157,13 @@ func (r *run) loop() error {
 		r.rep.say("throughput: %d steps x %d samples in %.2f s of training steps: %.0f samples/s, %.1f GFLOP/s per rank; %.2f ms per step, %.2f ms of it waiting for gradients (rank 0)\n",
 			n, int(global), stepTime.Seconds(), sps, sps*float64(flopsPerSample)/float64(r.w.Size())/1e9,
 			stepTime.Seconds()*1e3/float64(n), waitTime.Seconds()*1e3/float64(n))
+	}
+	if r.stopBy != "" {
+		saved := "no --checkpoint-dir: nothing saved"
+		if c.CheckpointDir != "" {
+			saved = fmt.Sprintf("checkpoint written to %s; continue with --resume", c.CheckpointDir)
+		}
+		r.rep.say("stopped by %s at step %d: %s\n", r.stopBy, s.Step, saved)
 	}
 	r.rep.say("done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", s.Step, r.w.Size(), sum)
 	r.pushMetrics()
@@ -187,10 +206,16 @@ func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, 
 	r.sync.begin()
 	logits := r.model.Forward(x, b)
 	loss, correct := model.SoftmaxCrossEntropy(r.model.LossGrad(b), logits, y, b, r.model.Classes())
+	if r.fault.is("nan", r.w.Rank(), r.state.Step) {
+		r.model.LossGrad(b)[0] = float32(math.NaN())
+	}
 	t, st.forward = time.Now(), time.Since(t)
 	r.model.Backward(b) // starts the allreduce of finished buckets
 	t, st.backward = time.Now(), time.Since(t)
-	if err := r.sync.finish(); err != nil {
+	r.prog.enter(opGradients)
+	err := r.sync.finish()
+	r.prog.leave()
+	if err != nil {
 		return 0, 0, err
 	}
 	t, st.wait = time.Now(), time.Since(t)
@@ -200,10 +225,49 @@ func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, 
 	if r.cfg.ClipGradNorm > 0 {
 		optim.ClipGradNorm(p.Grad, r.cfg.ClipGradNorm)
 	}
-	r.opt.Step(p.Data, p.Grad, float32(lr), r.state.Step+1)
+	finite := r.opt.Step(p.Data, p.Grad, float32(lr), r.state.Step+1)
 	st.optimize = time.Since(t)
+	if !finite {
+		// Every rank applied the same averaged gradient, so every rank
+		// sees this at the same step: an agreed stop, and no checkpoint of
+		// the spoilt parameters.
+		kept := "no checkpoint was written"
+		if r.lastSaved >= 0 {
+			kept = fmt.Sprintf("the last checkpoint, step %d, is kept", r.lastSaved)
+		}
+		return 0, 0, &JobError{Rank: 0, Own: r.w.Rank() == 0, Err: fmt.Errorf(
+			"step %d: the gradients are not finite (NaN or Inf; loss %.4g on rank 0): training stopped, %s; lower --lr or set --clip-grad-norm",
+			r.state.Step, loss, kept)}
+	}
 	return loss, correct, nil
 }
+
+// checkStop ends training at this step on every rank if a signal reached
+// any rank: the ranks agree with a one-value allreduce.
+func (r *run) checkStop() error {
+	flag := []int64{0}
+	select {
+	case sig := <-r.signals:
+		flag[0] = int64(sig.(syscall.Signal))
+		signal.Stop(r.signals) // a second signal has its usual effect
+	default:
+	}
+	r.prog.enter(opStopCheck)
+	err := r.w.AllreduceInt64(flag, mpi.Max)
+	r.prog.leave()
+	if err != nil {
+		return err
+	}
+	if flag[0] != 0 {
+		r.stopBy = syscall.Signal(flag[0]).String()
+		if name, ok := sigNames[syscall.Signal(flag[0])]; ok {
+			r.stopBy = name
+		}
+	}
+	return nil
+}
+
+var sigNames = map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT", syscall.SIGUSR1: "SIGUSR1"}
 
 // syncBuffers makes the model's buffers identical on every rank before
 // they are evaluated or saved. With synchronised BatchNorm they already
@@ -235,7 +299,10 @@ func (r *run) endEpoch(train *stats, took time.Duration) error {
 	test := r.evaluate()
 	r.tl.span("evaluate", tidTraining, start, time.Since(start), nil)
 	sum := []float64{train.loss, train.correct, train.count, test.loss, test.correct, test.count}
-	if err := r.w.AllreduceFloat64(sum, mpi.Sum); err != nil {
+	r.prog.enter(opEvaluation)
+	err := r.w.AllreduceFloat64(sum, mpi.Sum)
+	r.prog.leave()
+	if err != nil {
 		return err
 	}
 	s := &r.state
@@ -300,7 +367,12 @@ func (r *run) checkpoint() error {
 		"batchnorm":    c.BN,
 	}
 	start := time.Now()
+	if r.fault.is("kill-in-checkpoint", r.w.Rank(), r.state.Step) {
+		checkpointWriterHook = killHalfWay
+	}
+	r.prog.enter(opCheckpoint)
 	path, err := SaveCheckpoint(c.CheckpointDir, r.model.Params, &r.state)
+	r.prog.leave()
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,10 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"os/signal"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus/push"
 
@@ -49,6 +51,9 @@ type run struct {
 	lastSaved   int   // step of the newest checkpoint, -1 if none
 	bnErr       error // first failure of a BatchNorm reduction
 	blas        string
+	prog        progress       // where this rank is, for the watchdog
+	signals     chan os.Signal // SIGTERM, SIGINT, SIGUSR1: stop at the next step
+	stopBy      string         // the signal that stopped the run, "" if none
 }
 
 // Run trains on this rank of w as cfg says, writing progress to out on
@@ -85,6 +90,20 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 		defer r.bn.Free()
 		r.model.Mode.Reduce = r.reduceBN
 	}
+	if r.cfg.StallWarn > 0 && w.Size() > 1 {
+		wd, err := w.Dup()
+		if err != nil {
+			return err
+		}
+		d := startWatchdog(wd, &r.prog, r.cfg.StallWarn, r.cfg.StallTimeout, errw)
+		defer d.close()
+	}
+	// A signal stops training at the next step on every rank (a one-value
+	// allreduce per step agrees on it), with a checkpoint; a second one
+	// has its usual effect.
+	r.signals = make(chan os.Signal, 1)
+	signal.Notify(r.signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
+	defer signal.Stop(r.signals)
 	if w.Rank() == 0 {
 		err = r.initialState()
 	}
@@ -103,6 +122,8 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 // reported after the pass (the values are then meaningless, and the step
 // is abandoned).
 func (r *run) reduceBN(buf []float64) {
+	r.prog.enter(opBatchNorm)
+	defer r.prog.leave()
 	if err := r.bn.AllreduceFloat64(buf, mpi.Sum); err != nil && r.bnErr == nil {
 		r.bnErr = fmt.Errorf("synchronised BatchNorm: %w", err)
 	}
@@ -193,8 +214,19 @@ func (r *run) initialState() error {
 		if err != nil {
 			return fmt.Errorf("--checkpoint-dir %s: %v", c.CheckpointDir, err)
 		}
-		if len(paths) > 0 {
-			return r.resume(paths[len(paths)-1])
+		// Newest first; a checkpoint that fails its checks (torn, flipped
+		// bits, another model) is skipped with a warning naming it.
+		var bad []string
+		for i := len(paths) - 1; i >= 0; i-- {
+			err := r.resume(paths[i])
+			if err == nil {
+				return nil
+			}
+			fmt.Fprintf(r.errw, "train: warning: %v; trying an older checkpoint\n", err)
+			bad = append(bad, paths[i])
+		}
+		if len(bad) > 0 {
+			return fmt.Errorf("--resume: none of the %d checkpoints in %s is valid (newest: %s); move them away to start afresh", len(bad), c.CheckpointDir, bad[0])
 		}
 		r.rep.say("resume: no checkpoint in %s, starting from step 0\n", c.CheckpointDir)
 	}
@@ -208,7 +240,7 @@ func (r *run) initialState() error {
 func (r *run) resume(path string) error {
 	s := &r.state
 	if err := LoadCheckpoint(path, r.model.Params, s); err != nil {
-		return fmt.Errorf("%v; move it away to resume from an older checkpoint", err)
+		return err
 	}
 	if got, want := s.Meta["model"], r.model.Config.String(); got != want {
 		return fmt.Errorf("checkpoint %s was written for model %s, this run builds %s: use the same --model, --hidden and --depth", path, got, want)
@@ -232,6 +264,8 @@ func (r *run) resume(path string) error {
 // broadcastState gives every rank rank 0's parameters, buffers, optimizer
 // state and position.
 func (r *run) broadcastState() error {
+	r.prog.enter(opBroadcast)
+	defer r.prog.leave()
 	s := &r.state
 	if err := r.w.BcastFloat32(s.Params, 0); err != nil {
 		return err

@@ -1,0 +1,42 @@
+package mpi
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import "unsafe"
+
+// Small point-to-point messages, for the watchdog that reports stalled
+// ranks: they travel beside the collectives, on a World of their own (Dup).
+
+// SendInt64 sends buf to rank dest with tag. Messages this small go
+// eagerly: the call returns once the data is copied out, whether or not
+// dest is receiving.
+func (w *World) SendInt64(buf []int64, dest, tag int) error {
+	var p unsafe.Pointer
+	if len(buf) > 0 {
+		p = unsafe.Pointer(&buf[0])
+	}
+	return errorf(C.tr_send(w.comm, p, C.int(len(buf)), cI64, C.int(dest), C.int(tag)), w.rank, "MPI_Send")
+}
+
+// Probe reports whether a message with tag has arrived from any rank, and
+// from which, without waiting.
+func (w *World) Probe(tag int) (source int, ok bool, err error) {
+	var flag, src C.int
+	if err := errorf(C.tr_iprobe(w.comm, C.int(tag), &flag, &src), w.rank, "MPI_Iprobe"); err != nil {
+		return 0, false, err
+	}
+	return int(src), flag != 0, nil
+}
+
+// RecvInt64 receives len(buf) int64 values from rank source with tag,
+// waiting for them.
+func (w *World) RecvInt64(buf []int64, source, tag int) error {
+	var p unsafe.Pointer
+	if len(buf) > 0 {
+		p = unsafe.Pointer(&buf[0])
+	}
+	return errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cI64, C.int(source), C.int(tag)), w.rank, "MPI_Recv")
+}
