@@ -20,7 +20,7 @@ type IDX struct {
 
 // maxIDXBytes bounds what a header may claim (16 GiB), before any check
 // against the file's real size.
-const maxIDXBytes = 1 << 34
+var maxIDXBytes int64 = 1 << 34 // a variable so fuzzing can lower it
 
 // ReadIDX reads an IDX file of unsigned bytes (type 0x08), raw or gzipped
 // (recognised by its content, not its name). It checks the magic number,

@@ -3,8 +3,8 @@ package trainer
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 
+	"train/checkpoint"
 	"train/mpi"
 )
 
@@ -47,15 +47,6 @@ func agree(w *mpi.World, err error) error {
 	}
 }
 
-// paramsChecksum is the CRC-32C of the bytes of the given buffers.
-func paramsChecksum(bufs ...[]float32) uint32 {
-	var c uint32
-	for _, b := range bufs {
-		c = crc32.Update(c, castagnoli, f32Bytes(b))
-	}
-	return c
-}
-
 // verifyReplicas checks that every rank holds bit-identical parameters
 // (and model buffers, such as BatchNorm's running statistics):
 // each rank's checksum goes into its slot of a vector summed across ranks,
@@ -63,7 +54,7 @@ func paramsChecksum(bufs ...[]float32) uint32 {
 // checksum, or a JobError (owned by rank 0) listing the ranks that differ.
 func verifyReplicas(w *mpi.World, params, buffers []float32) (uint32, error) {
 	slots := make([]int64, w.Size())
-	sum := paramsChecksum(params, buffers)
+	sum := checkpoint.Checksum(params, buffers)
 	slots[w.Rank()] = int64(sum)
 	if err := w.AllreduceInt64(slots, mpi.Sum); err != nil {
 		return 0, err

@@ -3,6 +3,7 @@ package trainer
 import (
 	"fmt"
 
+	"train/checkpoint"
 	"train/data"
 	"train/model"
 )
@@ -28,7 +29,7 @@ func WriteInit(cfg Config, path string) error {
 		m.Config.Depth = 0
 	}
 	m.Init(cfg.Seed)
-	s := &State{Params: m.Params.Data, Buffers: m.Params.Buffers, Meta: map[string]string{
+	s := &checkpoint.State{Params: m.Params.Data, Buffers: m.Params.Buffers, Meta: map[string]string{
 		"model": m.Config.String(), "seed": fmt.Sprint(cfg.Seed)}}
-	return WriteCheckpoint(path, m.Params, s)
+	return checkpoint.Write(path, m.Params, s)
 }

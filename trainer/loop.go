@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"train/checkpoint"
 	"train/data"
 	"train/model"
 	"train/mpi"
@@ -201,7 +202,15 @@ func (r *run) traceStep(st *stepTimes, step int, took time.Duration) {
 func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, int, error) {
 	p := r.model.Params
 	b := len(y)
-	t := time.Now()
+	// Each phase ends where the next begins, so the phases tile the step
+	// on the timeline: one clock reading per boundary.
+	t := st.start.Add(st.data)
+	lap := func() time.Duration {
+		now := time.Now()
+		d := now.Sub(t)
+		t = now
+		return d
+	}
 	clear(p.Grad)
 	r.sync.begin()
 	logits := r.model.Forward(x, b)
@@ -209,16 +218,16 @@ func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, 
 	if r.fault.is("nan", r.w.Rank(), r.state.Step) {
 		r.model.LossGrad(b)[0] = float32(math.NaN())
 	}
-	t, st.forward = time.Now(), time.Since(t)
+	st.forward = lap()
 	r.model.Backward(b) // starts the allreduce of finished buckets
-	t, st.backward = time.Now(), time.Since(t)
+	st.backward = lap()
 	r.prog.enter(opGradients)
 	err := r.sync.finish()
 	r.prog.leave()
 	if err != nil {
 		return 0, 0, err
 	}
-	t, st.wait = time.Now(), time.Since(t)
+	st.wait = lap()
 	if r.bnErr != nil {
 		return 0, 0, r.bnErr
 	}
@@ -226,7 +235,7 @@ func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, 
 		optim.ClipGradNorm(p.Grad, r.cfg.ClipGradNorm)
 	}
 	finite := r.opt.Step(p.Data, p.Grad, float32(lr), r.state.Step+1)
-	st.optimize = time.Since(t)
+	st.optimize = lap()
 	if !finite {
 		// Every rank applied the same averaged gradient, so every rank
 		// sees this at the same step: an agreed stop, and no checkpoint of
@@ -368,10 +377,10 @@ func (r *run) checkpoint() error {
 	}
 	start := time.Now()
 	if r.fault.is("kill-in-checkpoint", r.w.Rank(), r.state.Step) {
-		checkpointWriterHook = killHalfWay
+		r.state.WrapFile = killHalfWay
 	}
 	r.prog.enter(opCheckpoint)
-	path, err := SaveCheckpoint(c.CheckpointDir, r.model.Params, &r.state)
+	path, err := checkpoint.Save(c.CheckpointDir, r.model.Params, &r.state)
 	r.prog.leave()
 	if err != nil {
 		return err
@@ -381,7 +390,7 @@ func (r *run) checkpoint() error {
 		r.met.ckptSeconds.Observe(time.Since(start).Seconds())
 		r.met.ckptLast.SetToCurrentTime()
 	}
-	if err := pruneCheckpoints(c.CheckpointDir, c.Keep); err != nil {
+	if err := checkpoint.Prune(c.CheckpointDir, c.Keep); err != nil {
 		return fmt.Errorf("--keep %d: removing old checkpoints in %s: %v", c.Keep, c.CheckpointDir, err)
 	}
 	r.rep.say("checkpoint: %s (%.0f ms)\n", path, float64(time.Since(start).Microseconds())/1000)

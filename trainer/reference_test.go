@@ -10,6 +10,7 @@ import (
 
 	"github.com/nlpodyssey/safetensors"
 
+	"train/checkpoint"
 	"train/model"
 )
 
@@ -53,7 +54,7 @@ func TestPyTorchReference(t *testing.T) {
 				if strings.Contains(tn.Name, "running_") || strings.Contains(tn.Name, "num_batches") {
 					buf = p.Buffers
 				}
-				copy(f32Bytes(tn.Of(buf)), get("init."+tn.Name).Data())
+				copy(checkpoint.Bytes(tn.Of(buf)), get("init."+tn.Name).Data())
 			}
 			x := floats(get("x"))
 			lv := get("labels").Data()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/push"
 
+	"train/checkpoint"
 	"train/data"
 	"train/model"
 	"train/mpi"
@@ -47,9 +48,9 @@ type run struct {
 	sched       optim.Schedule
 	sync        *gradSync
 	sampler     data.Sampler
-	state       State // position; Params, Buffers and Optim alias the live buffers
-	lastSaved   int   // step of the newest checkpoint, -1 if none
-	bnErr       error // first failure of a BatchNorm reduction
+	state       checkpoint.State // position; Params, Buffers and Optim alias the live buffers
+	lastSaved   int              // step of the newest checkpoint, -1 if none
+	bnErr       error            // first failure of a BatchNorm reduction
 	blas        string
 	prog        progress       // where this rank is, for the watchdog
 	signals     chan os.Signal // SIGTERM, SIGINT, SIGUSR1: stop at the next step
@@ -182,7 +183,7 @@ func (r *run) setup() error {
 	if r.opt, err = optim.New(c.optimConfig(), p.Len()); err != nil {
 		return err
 	}
-	r.state = State{Params: p.Data, Buffers: p.Buffers, Optim: r.opt.State()}
+	r.state = checkpoint.State{Params: p.Data, Buffers: p.Buffers, Optim: r.opt.State()}
 	if c.CheckpointDir != "" && r.w.Rank() == 0 {
 		if err := checkWritable(c.CheckpointDir); err != nil {
 			return fmt.Errorf("--checkpoint-dir %s: %v", c.CheckpointDir, err)
@@ -210,7 +211,7 @@ func (r *run) initialState() error {
 	c := &r.cfg
 	r.describe()
 	if c.Resume {
-		paths, err := ListCheckpoints(c.CheckpointDir)
+		paths, err := checkpoint.List(c.CheckpointDir)
 		if err != nil {
 			return fmt.Errorf("--checkpoint-dir %s: %v", c.CheckpointDir, err)
 		}
@@ -239,7 +240,7 @@ func (r *run) initialState() error {
 // counted in samples.
 func (r *run) resume(path string) error {
 	s := &r.state
-	if err := LoadCheckpoint(path, r.model.Params, s); err != nil {
+	if err := checkpoint.Load(path, r.model.Params, s); err != nil {
 		return err
 	}
 	if got, want := s.Meta["model"], r.model.Config.String(); got != want {

@@ -1,4 +1,4 @@
-package trainer
+package checkpoint
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	m := testModel(t, 4)
 	s := testState(m, 1234)
-	path, err := SaveCheckpoint(dir, m.Params, s)
+	path, err := Save(dir, m.Params, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,17 +46,17 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	m2 := testModel(t, 4)
 	clear(m2.Params.Data)
 	got := &State{Params: m2.Params.Data, Optim: map[string][]float32{"momentum_buffer": make([]float32, m2.Params.Len())}}
-	if err := LoadCheckpoint(path, m2.Params, got); err != nil {
+	if err := Load(path, m2.Params, got); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(f32Bytes(got.Params), f32Bytes(s.Params)) || !bytes.Equal(f32Bytes(got.Optim["momentum_buffer"]), f32Bytes(s.Optim["momentum_buffer"])) {
+	if !bytes.Equal(Bytes(got.Params), Bytes(s.Params)) || !bytes.Equal(Bytes(got.Optim["momentum_buffer"]), Bytes(s.Optim["momentum_buffer"])) {
 		t.Error("buffers differ after the round trip")
 	}
 	if got.Step != 1234 || got.Epoch != 2 || got.StepInEpoch != 9 || got.Meta["model"] != m.Config.String() {
 		t.Errorf("position %d/%d/%d meta %v", got.Step, got.Epoch, got.StepInEpoch, got.Meta)
 	}
 	// The same state gives the same bytes.
-	again, err := SaveCheckpoint(t.TempDir(), m.Params, s)
+	again, err := Save(t.TempDir(), m.Params, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 func TestCheckpointRejects(t *testing.T) {
 	dir := t.TempDir()
 	m := testModel(t, 4)
-	path, err := SaveCheckpoint(dir, m.Params, testState(m, 7))
+	path, err := Save(dir, m.Params, testState(m, 7))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestCheckpointRejects(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "step-00000007.safetensors")
 		os.WriteFile(p, b, 0o644)
 		s := &State{Params: mm.Params.Data, Optim: map[string][]float32{"momentum_buffer": make([]float32, mm.Params.Len())}}
-		return LoadCheckpoint(p, mm.Params, s)
+		return Load(p, mm.Params, s)
 	}
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)-3] ^= 0x10
@@ -112,14 +112,14 @@ func TestListAndPrune(t *testing.T) {
 	dir := t.TempDir()
 	m := testModel(t, 4)
 	for _, step := range []int{300, 20, 100000000, 100} {
-		if _, err := SaveCheckpoint(dir, m.Params, testState(m, step)); err != nil {
+		if _, err := Save(dir, m.Params, testState(m, step)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Strays a crash or a user may leave: ignored.
 	os.WriteFile(filepath.Join(dir, ".step-00000400.safetensors.tmp-123"), []byte("torn"), 0o644)
 	os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o644)
-	paths, err := ListCheckpoints(dir)
+	paths, err := List(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,14 +131,14 @@ func TestListAndPrune(t *testing.T) {
 	if strings.Join(names, " ") != want {
 		t.Errorf("listed %v", names)
 	}
-	if err := pruneCheckpoints(dir, 2); err != nil {
+	if err := Prune(dir, 2); err != nil {
 		t.Fatal(err)
 	}
-	paths, _ = ListCheckpoints(dir)
+	paths, _ = List(dir)
 	if len(paths) != 2 || filepath.Base(paths[0]) != "step-00000300.safetensors" {
 		t.Errorf("after pruning to 2: %v", paths)
 	}
-	if none, err := ListCheckpoints(filepath.Join(dir, "missing")); err != nil || none != nil {
+	if none, err := List(filepath.Join(dir, "missing")); err != nil || none != nil {
 		t.Errorf("missing dir: %v %v", none, err)
 	}
 }

@@ -1,4 +1,9 @@
-package trainer
+// Package checkpoint is train's checkpoint file: safetensors holding a
+// model's parameters and buffers under their PyTorch names, the optimizer's
+// state, and the run's position, written atomically and checked on load.
+// It knows the model's layout (model.Params) and nothing of MPI or
+// training.
+package checkpoint
 
 import (
 	"bufio"
@@ -27,18 +32,14 @@ import (
 //     statistics, F32, and num_batches_tracked, an I64 scalar) under their
 //     PyTorch state_dict names and shapes, and the optimizer's state
 //     buffers under "optimizer.<buffer>.<parameter name>", same shapes.
-//   - Metadata (string to string): "format" = checkpointFormat, the run's
+//   - Metadata (string to string): "format" = Format, the run's
 //     position (step, epoch, step_in_epoch), how it was made (seed,
 //     world_size, batch_size, model config as JSON, optimizer and its
 //     hyperparameters) and "crc32c": CRC-32C (Castagnoli) of the tensors'
 //     bytes taken in the order of their names, so any flipped byte of data is
 //     caught on load. Nothing time-dependent goes in: the same state gives
 //     the same bytes.
-const checkpointFormat = "train.checkpoint/v1"
-
-// checkpointWriterHook, when set, wraps the file a checkpoint is written
-// to: the fault injection that kills rank 0 half way through a write.
-var checkpointWriterHook func(io.Writer) io.Writer
+const Format = "train.checkpoint/v1"
 
 // optimPrefix starts the names of optimizer state tensors; filter them out
 // to load a checkpoint into a torch.nn.Module.
@@ -46,9 +47,9 @@ const optimPrefix = "optimizer."
 
 var ckptName = regexp.MustCompile(`^step-(\d{8,})\.safetensors$`)
 
-// checkpointPath names the checkpoint of a step; the zero padding makes
+// Path names the checkpoint of a step; the zero padding makes
 // names sort by step.
-func checkpointPath(dir string, step int) string {
+func Path(dir string, step int) string {
 	return filepath.Join(dir, fmt.Sprintf("step-%08d.safetensors", step))
 }
 
@@ -62,6 +63,9 @@ type State struct {
 	Epoch       int
 	StepInEpoch int
 	Meta        map[string]string
+	// WrapFile, when set, wraps the file Write writes to (fault
+	// injection: a crash half way through a write).
+	WrapFile func(io.Writer) io.Writer
 }
 
 // tensorView is a slice of one of the flat buffers seen as a safetensors
@@ -88,12 +92,12 @@ func (v tensorView) Shape() []uint64 {
 	}
 	return s
 }
-func (v tensorView) Data() []byte    { return f32Bytes(v.data) }
+func (v tensorView) Data() []byte    { return Bytes(v.data) }
 func (v tensorView) DataLen() uint64 { return uint64(4 * len(v.data)) }
 
-// f32Bytes is the little-endian bytes of v, shared with v (the machines we
+// Bytes is the little-endian bytes of v, shared with v (the machines we
 // run on are little-endian, as safetensors is).
-func f32Bytes(v []float32) []byte {
+func Bytes(v []float32) []byte {
 	if len(v) == 0 {
 		return nil
 	}
@@ -127,25 +131,25 @@ func tensorViews(p *model.Params, s *State) map[string]tensorView {
 	return views
 }
 
-// SaveCheckpoint writes s to dir as step-NNNNNNNN.safetensors.
-func SaveCheckpoint(dir string, p *model.Params, s *State) (string, error) {
-	final := checkpointPath(dir, s.Step)
-	return final, WriteCheckpoint(final, p, s)
+// Save writes s to dir as step-NNNNNNNN.safetensors.
+func Save(dir string, p *model.Params, s *State) (string, error) {
+	final := Path(dir, s.Step)
+	return final, Write(final, p, s)
 }
 
-// WriteCheckpoint writes s to path atomically: a temporary file in the
+// Write writes s to path atomically: a temporary file in the
 // same directory, fsync, rename to path, fsync of the directory. A crash
 // at any point leaves either the complete new file or none (and a stray
 // temporary that loaders ignore), never a torn one; other files are not
 // touched.
-func WriteCheckpoint(final string, p *model.Params, s *State) error {
+func Write(final string, p *model.Params, s *State) error {
 	dir := filepath.Dir(final)
 	views := tensorViews(p, s)
 	names := make([]string, 0, len(views))
 	for n := range views {
 		names = append(names, n)
 	}
-	meta := map[string]string{"format": checkpointFormat}
+	meta := map[string]string{"format": Format}
 	for k, v := range s.Meta {
 		meta[k] = v
 	}
@@ -160,8 +164,8 @@ func WriteCheckpoint(final string, p *model.Params, s *State) error {
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
 	var out io.Writer = tmp
-	if checkpointWriterHook != nil {
-		out = checkpointWriterHook(tmp)
+	if s.WrapFile != nil {
+		out = s.WrapFile(tmp)
 	}
 	w := bufio.NewWriterSize(out, 1<<20)
 	err = safetensors.SerializeToWriter(views, meta, w)
@@ -198,10 +202,10 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// LoadCheckpoint reads the checkpoint at path into s's buffers, which must
+// Load reads the checkpoint at path into s's buffers, which must
 // have p's layout, checking the format, the checksum and that every tensor
 // is there with its shape and nothing else is.
-func LoadCheckpoint(path string, p *model.Params, s *State) error {
+func Load(path string, p *model.Params, s *State) error {
 	if err := loadCheckpoint(path, p, s); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
@@ -219,8 +223,8 @@ func loadCheckpoint(path string, p *model.Params, s *State) error {
 	}
 	_, md, _ := safetensors.ReadMetadata(buf)
 	meta := md.Metadata()
-	if f := meta["format"]; f != checkpointFormat {
-		return fmt.Errorf("format %q, this train reads %q", f, checkpointFormat)
+	if f := meta["format"]; f != Format {
+		return fmt.Errorf("format %q, this train reads %q", f, Format)
 	}
 	names := st.Names()
 	want, err := strconv.ParseUint(meta["crc32c"], 16, 32)
@@ -260,9 +264,9 @@ func loadCheckpoint(path string, p *model.Params, s *State) error {
 	return nil
 }
 
-// ListCheckpoints returns the checkpoints in dir, oldest step first. A
+// List returns the checkpoints in dir, oldest step first. A
 // missing dir has none.
-func ListCheckpoints(dir string) ([]string, error) {
+func List(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -294,13 +298,13 @@ func ListCheckpoints(dir string) ([]string, error) {
 	return paths, nil
 }
 
-// pruneCheckpoints deletes all but the newest keep checkpoints in dir
+// Prune deletes all but the newest keep checkpoints in dir
 // (keep <= 0 keeps all).
-func pruneCheckpoints(dir string, keep int) error {
+func Prune(dir string, keep int) error {
 	if keep <= 0 {
 		return nil
 	}
-	paths, err := ListCheckpoints(dir)
+	paths, err := List(dir)
 	if err != nil {
 		return err
 	}
@@ -311,4 +315,14 @@ func pruneCheckpoints(dir string, keep int) error {
 		paths = paths[1:]
 	}
 	return nil
+}
+
+// Checksum is the CRC-32C of the bytes of the given buffers, in order: the
+// replica check compares it across ranks.
+func Checksum(bufs ...[]float32) uint32 {
+	var c uint32
+	for _, b := range bufs {
+		c = crc32.Update(c, castagnoli, Bytes(b))
+	}
+	return c
 }
