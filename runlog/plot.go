@@ -20,7 +20,7 @@ import (
 func Plot(recs []Record, path string, width, height int) error {
 	var loss, acc, sps, testLoss, testAcc plotter.XYs
 	title := "train"
-	for _, r := range recs {
+	for _, r := range Latest(recs) {
 		switch r.Type {
 		case "start":
 			title = fmt.Sprintf("%s, %d ranks x global batch %d", r.Model, r.WorldSize, r.Batch)

@@ -17,7 +17,7 @@ import (
 type Record struct {
 	Type string    `json:"type"`
 	Time time.Time `json:"time"`
-	// start
+	// start (Step is the step it starts from: 0, or a resumed checkpoint's)
 	Model     string `json:"model,omitempty"`
 	Params    int    `json:"params,omitempty"`
 	WorldSize int    `json:"world_size,omitempty"`
@@ -50,9 +50,15 @@ type Writer struct {
 	enc *json.Encoder
 }
 
-// Create opens path for a new log (truncating it).
-func Create(path string) (*Writer, error) {
-	f, err := os.Create(path)
+// Create opens path for a new log, truncating it, or, when resume is set,
+// appends to it: a resumed or requeued job keeps its first part's log, and
+// Latest later drops the records the resumed run repeats.
+func Create(path string, resume bool) (*Writer, error) {
+	flag := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if resume {
+		flag = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	}
+	f, err := os.OpenFile(path, flag, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("--log-file: %v", err)
 	}
@@ -99,6 +105,26 @@ func Read(r io.Reader, name string) ([]Record, error) {
 		recs = append(recs, rec)
 	}
 	return recs, sc.Err()
+}
+
+// Latest is the history of the run as it finally went: a "start" record at
+// step s (a resume) drops the records of steps after s written before it,
+// which the resumed run does again. recs is not modified.
+func Latest(recs []Record) []Record {
+	var out []Record
+	for _, r := range recs {
+		if r.Type == "start" {
+			kept := out[:0:0]
+			for _, o := range out {
+				if o.Step <= r.Step || o.Type == "start" {
+					kept = append(kept, o)
+				}
+			}
+			out = kept
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // ReadFile reads the log at path.

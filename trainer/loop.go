@@ -169,7 +169,14 @@ func (r *run) loop() error {
 	r.rep.say("done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", s.Step, r.w.Size(), sum)
 	r.pushMetrics()
 	if c.Plot != "" && r.w.Rank() == 0 {
-		if err := runlog.Plot(r.rep.records, c.Plot, 1200, 900); err != nil {
+		recs := r.rep.records
+		if c.Resume && c.LogFile != "" {
+			// The log holds the runs before this one too: plot them all.
+			if all, err := runlog.ReadFile(c.LogFile); err == nil {
+				recs = all
+			}
+		}
+		if err := runlog.Plot(recs, c.Plot, 1200, 900); err != nil {
 			fmt.Fprintf(r.errw, "train: rank 0: --plot %s: %v\n", c.Plot, err)
 		} else {
 			r.rep.say("plot: %s\n", c.Plot)

@@ -29,7 +29,7 @@ type reporter struct {
 // bar when out is a terminal and no launcher started us, since mpirun
 // gives every rank a pseudo-terminal even when its own output goes to a
 // file.
-func newReporter(out io.Writer, logFile, progress string, keepRecords bool) (*reporter, error) {
+func newReporter(out io.Writer, logFile string, resume bool, progress string, keepRecords bool) (*reporter, error) {
 	r := &reporter{out: out, keep: keepRecords}
 	switch progress {
 	case "always":
@@ -42,7 +42,7 @@ func newReporter(out io.Writer, logFile, progress string, keepRecords bool) (*re
 		}
 	}
 	if logFile != "" {
-		w, err := runlog.Create(logFile)
+		w, err := runlog.Create(logFile, resume)
 		if err != nil {
 			return nil, err
 		}

@@ -69,7 +69,7 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 	}
 	var err error
 	if w.Rank() == 0 {
-		r.rep, err = newReporter(out, r.cfg.LogFile, r.cfg.Progress, r.cfg.Plot != "")
+		r.rep, err = newReporter(out, r.cfg.LogFile, r.cfg.Resume, r.cfg.Progress, r.cfg.Plot != "")
 	}
 	if err := agree(w, err); err != nil {
 		return err
@@ -221,6 +221,7 @@ func (r *run) initialState() error {
 		for i := len(paths) - 1; i >= 0; i-- {
 			err := r.resume(paths[i])
 			if err == nil {
+				r.recordStart()
 				return nil
 			}
 			fmt.Fprintf(r.errw, "train: warning: %v; trying an older checkpoint\n", err)
@@ -232,7 +233,20 @@ func (r *run) initialState() error {
 		r.rep.say("resume: no checkpoint in %s, starting from step 0\n", c.CheckpointDir)
 	}
 	r.model.Init(c.Seed)
+	r.recordStart()
 	return nil
+}
+
+// recordStart writes the log's start record, at the step training starts
+// from.
+func (r *run) recordStart() {
+	c := &r.cfg
+	name := c.Model
+	if c.Model == "resnet" {
+		name = fmt.Sprintf("resnet-%d", c.Depth)
+	}
+	n := r.w.Size()
+	r.rep.record(runlog.Record{Type: "start", Step: r.state.Step, Model: name, Params: r.model.Params.Len(), WorldSize: n, Batch: n * c.BatchSize})
 }
 
 // resume loads path and checks it was written for this model; a different
@@ -309,7 +323,6 @@ func (r *run) describe() {
 	}
 	r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s%s; %s\n",
 		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), c.Allreduce, len(r.sync.buckets), overlap, bn, r.blas)
-	r.rep.record(runlog.Record{Type: "start", Model: name, Params: r.model.Params.Len(), WorldSize: n, Batch: n * c.BatchSize})
 	oc, _ := json.Marshal(c.optimConfig())
 	r.rep.say("train: optimizer %s, lr %g (%s schedule, %d warm-up steps, scaling %s), augment %s\n",
 		oc, r.sched.Base, c.LRSchedule, c.WarmupSteps, c.LRScaling, augmentName(r.augment))
