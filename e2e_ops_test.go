@@ -130,12 +130,14 @@ func (j *liveJob) ranks(t *testing.T) []int {
 }
 
 // TestSignalStop: SIGTERM to one rank stops every rank at the same step
-// boundary with a checkpoint and exit 0; --resume continues from it.
+// boundary with a checkpoint and exit 0, also when it comes twice (as under
+// Slurm, from slurmd and again from srun); --resume continues from it.
 func TestSignalStop(t *testing.T) {
 	ck := t.TempDir()
 	j := startJob(t, 2, nil, "--batch-size", "8", "--epochs", "20", "--log-every", "50", "--checkpoint-dir", ck)
 	j.waitLine(t, `step 100 `, time.Minute)
 	pids := j.ranks(t)
+	syscall.Kill(pids[len(pids)-1], syscall.SIGTERM)
 	syscall.Kill(pids[len(pids)-1], syscall.SIGTERM)
 	code, took := j.wait(t, 30*time.Second)
 	if code != 0 {

@@ -22,6 +22,8 @@ type Record struct {
 	Params    int    `json:"params,omitempty"`
 	WorldSize int    `json:"world_size,omitempty"`
 	Batch     int    `json:"global_batch,omitempty"`
+	SlurmJob  string `json:"slurm_job_id,omitempty"`
+	Restart   string `json:"slurm_restart_count,omitempty"`
 	// step and epoch
 	Epoch int `json:"epoch,omitempty"`
 	Step  int `json:"step,omitempty"`

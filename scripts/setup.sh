@@ -6,7 +6,8 @@
 #   scripts/setup.sh --no-run   install and build only
 #   scripts/setup.sh --test     also what the tests need (PyTorch for the CPU, to
 #                               check checkpoints load into torch.nn; Prometheus and
-#                               its Pushgateway, started by the tests); no run
+#                               its Pushgateway, a single-node Slurm with munge,
+#                               all started by the tests); no run
 #
 # Idempotent: apt runs only for packages that are missing; Go is fetched only
 # when `go` is absent or older than go.mod asks for.
@@ -30,7 +31,7 @@ as_root() {
 # Fashion-MNIST dataset (/usr/share/datasets/fashion-mnist).
 packages=(openmpi-bin libopenmpi-dev libopenblas-dev pkg-config gcc libc6-dev
 	dataset-fashion-mnist ca-certificates curl unzip git)
-((test_deps)) && packages+=(python3-torch prometheus prometheus-pushgateway)
+((test_deps)) && packages+=(python3-torch prometheus prometheus-pushgateway slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

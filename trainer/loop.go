@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os/signal"
 	"strconv"
 	"syscall"
 	"time"
@@ -261,13 +260,7 @@ func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, 
 // checkStop ends training at this step on every rank if a signal reached
 // any rank: the ranks agree with a one-value allreduce.
 func (r *run) checkStop() error {
-	flag := []int64{0}
-	select {
-	case sig := <-r.signals:
-		flag[0] = int64(sig.(syscall.Signal))
-		signal.Stop(r.signals) // a second signal has its usual effect
-	default:
-	}
+	flag := []int64{r.signals.received()}
 	r.prog.enter(opStopCheck)
 	err := r.w.AllreduceInt64(flag, mpi.Max)
 	r.prog.leave()

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,10 +9,8 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
-	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus/push"
 
@@ -52,9 +51,9 @@ type run struct {
 	lastSaved   int              // step of the newest checkpoint, -1 if none
 	bnErr       error            // first failure of a BatchNorm reduction
 	blas        string
-	prog        progress       // where this rank is, for the watchdog
-	signals     chan os.Signal // SIGTERM, SIGINT, SIGUSR1: stop at the next step
-	stopBy      string         // the signal that stopped the run, "" if none
+	prog        progress     // where this rank is, for the watchdog
+	signals     *stopSignals // SIGTERM, SIGINT, SIGUSR1: stop at the next step
+	stopBy      string       // the signal that stopped the run, "" if none
 }
 
 // Run trains on this rank of w as cfg says, writing progress to out on
@@ -100,11 +99,9 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 		defer d.close()
 	}
 	// A signal stops training at the next step on every rank (a one-value
-	// allreduce per step agrees on it), with a checkpoint; a second one
-	// has its usual effect.
-	r.signals = make(chan os.Signal, 1)
-	signal.Notify(r.signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
-	defer signal.Stop(r.signals)
+	// allreduce per step agrees on it), with a checkpoint.
+	r.signals = watchSignals()
+	defer r.signals.stop()
 	if w.Rank() == 0 {
 		err = r.initialState()
 	}
@@ -246,7 +243,8 @@ func (r *run) recordStart() {
 		name = fmt.Sprintf("resnet-%d", c.Depth)
 	}
 	n := r.w.Size()
-	r.rep.record(runlog.Record{Type: "start", Step: r.state.Step, Model: name, Params: r.model.Params.Len(), WorldSize: n, Batch: n * c.BatchSize})
+	r.rep.record(runlog.Record{Type: "start", Step: r.state.Step, Model: name, Params: r.model.Params.Len(), WorldSize: n, Batch: n * c.BatchSize,
+		SlurmJob: os.Getenv("SLURM_JOB_ID"), Restart: os.Getenv("SLURM_RESTART_COUNT")})
 }
 
 // resume loads path and checks it was written for this model; a different
@@ -323,6 +321,9 @@ func (r *run) describe() {
 	}
 	r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s%s; %s\n",
 		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), c.Allreduce, len(r.sync.buckets), overlap, bn, r.blas)
+	if id := os.Getenv("SLURM_JOB_ID"); id != "" {
+		r.rep.say("train: slurm job %s, restart %s\n", id, cmp.Or(os.Getenv("SLURM_RESTART_COUNT"), "0"))
+	}
 	oc, _ := json.Marshal(c.optimConfig())
 	r.rep.say("train: optimizer %s, lr %g (%s schedule, %d warm-up steps, scaling %s), augment %s\n",
 		oc, r.sched.Base, c.LRSchedule, c.WarmupSteps, c.LRScaling, augmentName(r.augment))
