@@ -13,7 +13,8 @@ import (
 // then passed every check: format, checksum, names, shapes) or give an
 // error naming the file; never a panic, and never an allocation beyond a
 // small multiple of the file (safetensors' header is inside the file, its
-// size checked against it). Seeds: a real checkpoint, torn and flipped.
+// size checked against it). Seeds: a real checkpoint, torn and flipped, and
+// testdata/fuzz/FuzzLoadCheckpoint (a checkpoint written by Save).
 func FuzzLoadCheckpoint(f *testing.F) {
 	m, err := model.Build(model.Config{Kind: "resnet", Depth: 8, Input: [3]int{1, 4, 4}, Classes: 2})
 	if err != nil {

@@ -8,10 +8,18 @@ scripts/setup.sh --test
 export PATH="/usr/local/go/bin:$PATH"
 echo "test: go vet ./..."
 go vet ./...
-unformatted=$(gofmt -l $(git ls-files '*.go'))
+unformatted=$(gofmt -l $(git ls-files "*.go"))
 if [[ -n "$unformatted" ]]; then
 	echo "test: gofmt would change: $unformatted" >&2
 	exit 1
 fi
 echo "test: go test ./..."
 go test -count=1 -timeout 14m ./...
+echo "test: scripts/k8s (MPIJob manifest against the MPI Operator's types)"
+(cd scripts/k8s && go vet . && go test -count=1 .)
+# Bounded fuzzing of everything that parses files users hand us: no panic,
+# no allocation sized by an unchecked header. Failures land in testdata/fuzz.
+for target in data:FuzzReadIDX data:FuzzReadCIFARFile checkpoint:FuzzLoadCheckpoint; do
+	echo "test: fuzz ${target#*:} for ${FUZZTIME:-15s}"
+	go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${FUZZTIME:-15s}" "./${target%%:*}"
+done
