@@ -248,18 +248,22 @@ func loadCheckpoint(path string, p *model.Params, s *State) error {
 		if tv.DType() != v.DType() || !slices.Equal(tv.Shape(), v.Shape()) {
 			return fmt.Errorf("tensor %q is %v %v, this model has %v %v", n, tv.DType(), tv.Shape(), v.DType(), v.Shape())
 		}
-		copy(v.Data(), tv.Data())
 	}
-	for _, k := range []struct {
-		name string
-		dst  *int
-	}{{"step", &s.Step}, {"epoch", &s.Epoch}, {"step_in_epoch", &s.StepInEpoch}} {
-		v, err := strconv.Atoi(meta[k.name])
+	var pos [3]int
+	for i, k := range []string{"step", "epoch", "step_in_epoch"} {
+		v, err := strconv.Atoi(meta[k])
 		if err != nil || v < 0 {
-			return fmt.Errorf("bad %s %q in metadata", k.name, meta[k.name])
+			return fmt.Errorf("bad %s %q in metadata", k, meta[k])
 		}
-		*k.dst = v
+		pos[i] = v
 	}
+	// Every check passed: only now touch the live buffers, so a bad file
+	// leaves them as they were.
+	for _, n := range names {
+		tv, _ := st.Tensor(n)
+		copy(views[n].Data(), tv.Data())
+	}
+	s.Step, s.Epoch, s.StepInEpoch = pos[0], pos[1], pos[2]
 	s.Meta = meta
 	return nil
 }

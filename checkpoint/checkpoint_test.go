@@ -84,10 +84,22 @@ func TestCheckpointRejects(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "step-00000007.safetensors")
 		os.WriteFile(p, b, 0o644)
 		s := &State{Params: mm.Params.Data, Optim: map[string][]float32{"momentum_buffer": make([]float32, mm.Params.Len())}}
-		return Load(p, mm.Params, s)
+		before := bytes.Clone(Bytes(mm.Params.Data))
+		err := Load(p, mm.Params, s)
+		// A refused file leaves the live buffers as they were (--resume
+		// then tries an older checkpoint into the same buffers).
+		if err != nil && !bytes.Equal(before, Bytes(mm.Params.Data)) {
+			t.Errorf("a refused checkpoint (%v) changed the parameters", err)
+		}
+		return err
 	}
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)-3] ^= 0x10
+	otherClasses, err := model.Build(model.Config{Kind: "mlp", Hidden: []int{4}, Input: [3]int{1, 2, 2}, Classes: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherClasses.Init(3)
 	for _, tc := range []struct {
 		name string
 		b    []byte
@@ -100,6 +112,7 @@ func TestCheckpointRejects(t *testing.T) {
 		{"not safetensors", []byte("this is a text file, not a checkpoint"), m, "not a valid safetensors file"},
 		{"other model", good, testModel(t, 5), "this model has"},
 		{"deeper model", good, testModel(t, 4, 4), "this model and optimizer have"},
+		{"other classes", good, otherClasses, "this model has"}, // first layer matches: nothing may be copied
 	} {
 		err := load(tc.b, tc.m)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "checkpoint ") {
