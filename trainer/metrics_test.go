@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"train/mpi"
@@ -193,5 +196,45 @@ func TestPrometheusAssets(t *testing.T) {
 		if !ours[n] {
 			t.Errorf("README lists %s, which train does not export", n)
 		}
+	}
+}
+
+// BenchmarkObservePerStep is the cost metrics and the timeline add to one
+// training step: the step's histograms, its six timeline spans and one
+// gradient bucket's counters and span. Compare it with a step's time
+// (train bench step, or the throughput line) to get the overhead.
+func BenchmarkObservePerStep(b *testing.B) {
+	tl, err := openTimeline(filepath.Join(b.TempDir(), "tl.json"), 0, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tl.close()
+	r := &run{met: newMetrics(), tl: tl}
+	st := stepTimes{start: time.Now(), data: time.Millisecond, forward: 2 * time.Millisecond,
+		backward: 3 * time.Millisecond, wait: time.Millisecond, optimize: time.Millisecond}
+	bytes := r.met.allreduceBytes.WithLabelValues("ring")
+	secs := r.met.allreduceSeconds.WithLabelValues("ring")
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		r.met.observeStep(&st, 64, 0.1)
+		r.traceStep(&st, i, 8*time.Millisecond)
+		bytes.Add(4 << 20)
+		secs.Add(0.001)
+		r.tl.span("allreduce", tidComm, st.start, time.Millisecond, map[string]any{"bytes": 4 << 20, "offset": 0})
+	}
+}
+
+// BenchmarkScrape is the cost of one Prometheus scrape of a rank's
+// /metrics (the registry gathered and encoded), paid once per scrape
+// interval, off the training goroutine.
+func BenchmarkScrape(b *testing.B) {
+	m := newMetrics()
+	st := stepTimes{data: time.Millisecond, forward: time.Millisecond}
+	m.observeStep(&st, 64, 0.1)
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
 	}
 }
