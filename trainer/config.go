@@ -40,6 +40,8 @@ type Config struct {
 	ClipGradNorm float64 // 0: off
 	Seed         uint64
 
+	Strategy  string // "allreduce" or "local-sgd"
+	SyncEvery int    // local-sgd: steps between averages
 	Allreduce string
 	BucketMB  float64 // gradient bucket size; 0: one bucket
 	Overlap   bool    // allreduce buckets during backward
@@ -130,6 +132,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--checkpoint-every %d: must not be negative", c.CheckpointEvery)
 	case c.Keep < 0:
 		return fmt.Errorf("--keep %d: must not be negative", c.Keep)
+	case c.Strategy != "allreduce" && c.Strategy != "local-sgd":
+		return fmt.Errorf("--strategy %q: choose allreduce or local-sgd", c.Strategy)
+	case c.SyncEvery < 1:
+		return fmt.Errorf("--sync-every %d: must be at least 1", c.SyncEvery)
 	case c.BucketMB < 0:
 		return fmt.Errorf("--bucket-mb %v: must not be negative", c.BucketMB)
 	case c.LogEvery <= 0:

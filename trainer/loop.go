@@ -3,7 +3,9 @@ package trainer
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -74,6 +76,14 @@ func (r *run) loop() error {
 			r.traceStep(&st, s.Step, took)
 			s.Step++
 			s.StepInEpoch++
+			if c.Strategy == "local-sgd" {
+				r.diverged = true
+				if s.Step%c.SyncEvery == 0 {
+					if err := r.average(); err != nil {
+						return err
+					}
+				}
+			}
 			window.add(loss, correct, b)
 			epochStats.add(loss, correct, b)
 			windowSteps++
@@ -278,12 +288,39 @@ func (r *run) checkStop() error {
 
 var sigNames = map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT", syscall.SIGUSR1: "SIGUSR1"}
 
+// average makes the replicas one again under local SGD: parameters and
+// optimizer state become their mean over the ranks (the state too, so that
+// every sync point, checkpoints included, leaves identical replicas and a
+// resume is exact). A no-op while no local step was taken since the last.
+func (r *run) average() error {
+	if !r.diverged {
+		return nil
+	}
+	r.prog.enter(opAverage)
+	defer r.prog.leave()
+	if err := r.reduce(r.model.Params.Data, mpi.Mean); err != nil {
+		return err
+	}
+	st := r.opt.State()
+	for _, name := range slices.Sorted(maps.Keys(st)) { // the same order on every rank
+		if err := r.reduce(st[name], mpi.Mean); err != nil {
+			return err
+		}
+	}
+	r.diverged = false
+	return nil
+}
+
 // syncBuffers makes the model's buffers identical on every rank before
 // they are evaluated or saved. With synchronised BatchNorm they already
 // are; with --bn local each rank kept its own running statistics, and
 // their mean across ranks is taken (the integer batch counters agree by
-// construction and are left alone).
+// construction and are left alone). Under local SGD the parameters are
+// averaged first.
 func (r *run) syncBuffers() error {
+	if err := r.average(); err != nil {
+		return err
+	}
 	if r.cfg.BN == "sync" {
 		return nil
 	}

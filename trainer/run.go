@@ -51,9 +51,11 @@ type run struct {
 	lastSaved   int              // step of the newest checkpoint, -1 if none
 	bnErr       error            // first failure of a BatchNorm reduction
 	blas        string
-	prog        progress     // where this rank is, for the watchdog
-	signals     *stopSignals // SIGTERM, SIGINT, SIGUSR1: stop at the next step
-	stopBy      string       // the signal that stopped the run, "" if none
+	prog        progress                      // where this rank is, for the watchdog
+	signals     *stopSignals                  // SIGTERM, SIGINT, SIGUSR1: stop at the next step
+	stopBy      string                        // the signal that stopped the run, "" if none
+	reduce      func([]float32, mpi.Op) error // the --allreduce algorithm
+	diverged    bool                          // local-sgd: local steps since the last average
 }
 
 // Run trains on this rank of w as cfg says, writing progress to out on
@@ -175,7 +177,12 @@ func (r *run) setup() error {
 	if c.Allreduce == "ring" {
 		reduce = r.w.RingAllreduceFloat32
 	}
-	r.sync = newGradSync(reduce, p.Grad, makeBuckets(p, int(c.BucketMB*(1<<20))), c.Overlap)
+	r.reduce = reduce
+	buckets := makeBuckets(p, int(c.BucketMB*(1<<20)))
+	if c.Strategy == "local-sgd" {
+		buckets = nil // no gradient exchange: replicas are averaged instead
+	}
+	r.sync = newGradSync(reduce, p.Grad, buckets, c.Overlap)
 	r.model.OnGradReady = r.sync.ready
 	if r.opt, err = optim.New(c.optimConfig(), p.Len()); err != nil {
 		return err

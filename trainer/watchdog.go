@@ -24,10 +24,12 @@ const (
 	opCheckpoint
 	opReplicaCheck
 	opBroadcast
+	opAverage
 )
 
 var opNames = []string{"computing", "the gradient allreduce", "a BatchNorm reduction", "the log reduction",
-	"the stop check", "the evaluation reduction", "a checkpoint", "the replica check", "the start broadcast"}
+	"the stop check", "the evaluation reduction", "a checkpoint", "the replica check", "the start broadcast",
+	"the model average"}
 
 // progress is where this rank is, written by the training goroutine and
 // read by the watchdog: plain atomics, nothing the training path waits
