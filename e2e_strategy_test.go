@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // relDiff is the largest difference between two tensors relative to the
@@ -90,4 +91,34 @@ func TestLocalSGDAccuracy(t *testing.T) {
 		t.Errorf("local-sgd np=4: test accuracy %.2f%% after 5 epochs, want >= 87%%", acc)
 	}
 	t.Logf("local-sgd np=4 --sync-every 8: %.2f%% after 5 epochs", acc)
+}
+
+// TestPlan: train plan prints one row per node count and strategy, with
+// efficiencies in (0, 1], and refuses bad input in one line.
+func TestPlan(t *testing.T) {
+	r := trainRun(t, 0, time.Minute, nil, "plan", "--model", "resnet", "--depth", "20", "--compute-ms", "325", "--nodes", "2,4,64", "--servers", "1")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	rows := 0
+	for _, line := range strings.Split(r.stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) != 7 || f[0] == "nodes" {
+			continue
+		}
+		rows++
+		eff, err := strconv.ParseFloat(f[5], 64)
+		if err != nil || eff <= 0 || eff > 1 {
+			t.Errorf("row %q: efficiency %q", line, f[5])
+		}
+	}
+	if rows != 3*6 {
+		t.Errorf("%d rows, want 3 node counts x 6 strategies:\n%s", rows, r.stdout)
+	}
+	for _, bad := range [][]string{{"--nodes", "0", "--compute-ms", "1"}, {"--nodes", "2"}, {"--compute-ms", "1", "--link-gbps", "0"}} {
+		r := trainRun(t, 0, time.Minute, nil, append([]string{"plan"}, bad...)...)
+		if r.code == 0 || len(trainLines(r.stderr)) != 1 {
+			t.Errorf("plan %v: exit %d, stderr %q: want one line and a failure", bad, r.code, r.stderr)
+		}
+	}
 }

@@ -1,0 +1,168 @@
+// Package plan is train's cost model: predicted step time and scaling
+// efficiency of each strategy on N nodes, from the model's size, a
+// measured compute time per step and the network's latency and bandwidth
+// (train plan).
+//
+// Every message of m bytes costs alpha + m*beta (Hockney's model: alpha
+// the latency, beta the inverse bandwidth of one node's link, full duplex),
+// and reducing m bytes costs m*gamma. The collective algorithms follow
+// Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication
+// Operations in MPICH" (2005), with p nodes and n bytes:
+//
+//	ring (reduce-scatter + all-gather)  2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma
+//	recursive doubling                   lg p (alpha + n beta + n gamma)
+//	Rabenseifner (halving + doubling)    2 lg p alpha + 2(p-1)/p n beta + (p-1)/p n gamma
+//
+// Parameter servers: W workers push their gradient (n/K bytes to each of
+// K servers) and pull the parameters back; a separate server's link
+// carries W n/K bytes each way, a worker's n bytes each way, and the busier
+// link sets the time. Colocated (every node a worker and a server, K = p),
+// each node sends and receives (p-1)/p n bytes each way in p-1 messages: a
+// ring's volume with more latency. Asynchronous servers remove the barrier
+// but not the server's link. Local SGD averages the parameters (and the
+// optimizer's state) with a ring every H steps.
+//
+// Communication is assumed not to overlap computation: the predictions are
+// upper bounds for the allreduce strategies, whose buckets overlap
+// backward.
+package plan
+
+import (
+	"fmt"
+	"math"
+)
+
+// Network is one node's link.
+type Network struct {
+	LatencyS     float64 // alpha, seconds per message
+	BytesPerS    float64 // 1/beta, per direction
+	ReduceBytesS float64 // 1/gamma: how fast a node adds float32 data
+}
+
+// Job is what is being scaled.
+type Job struct {
+	ParamBytes   float64 // the flat gradient (= parameter) buffer
+	StateBytes   float64 // optimizer state averaged by local SGD (e.g. momentum)
+	ComputeS     float64 // one step's compute on one node (forward, backward, update)
+	BatchPerRank int
+	Servers      int // parameter servers for the ps strategies (separate nodes)
+	SyncEvery    int // local SGD's H
+}
+
+// Prediction is one strategy on p nodes.
+type Prediction struct {
+	Strategy   string
+	Nodes      int     // all nodes, servers included
+	Workers    int     // nodes computing
+	CommS      float64 // communication per step (amortised for local SGD)
+	StepS      float64 // predicted step time
+	Efficiency float64 // samples/s per worker relative to one node without communication
+	SamplesS   float64 // whole-job throughput
+}
+
+// Strategies lists what Predict knows, in its order.
+var Strategies = []string{"ring", "mpi", "ps-sync", "ps-async", "ps-sync-colocated", "local-sgd"}
+
+func lg(p int) float64 { return math.Ceil(math.Log2(float64(p))) }
+
+// Ring is the ring allreduce's time for n bytes on p nodes.
+func Ring(net Network, p int, n float64) float64 {
+	if p <= 1 {
+		return 0
+	}
+	f := float64(p-1) / float64(p)
+	return 2*float64(p-1)*net.LatencyS + 2*f*n/net.BytesPerS + f*n/net.ReduceBytesS
+}
+
+// RecursiveDoubling is the recursive-doubling allreduce's time.
+func RecursiveDoubling(net Network, p int, n float64) float64 {
+	if p <= 1 {
+		return 0
+	}
+	return lg(p) * (net.LatencyS + n/net.BytesPerS + n/net.ReduceBytesS)
+}
+
+// Rabenseifner is the reduce-scatter by recursive halving plus all-gather
+// by recursive doubling.
+func Rabenseifner(net Network, p int, n float64) float64 {
+	if p <= 1 {
+		return 0
+	}
+	f := float64(p-1) / float64(p)
+	return 2*lg(p)*net.LatencyS + 2*f*n/net.BytesPerS + f*n/net.ReduceBytesS
+}
+
+// PSSync is one synchronous parameter-server round: W workers, K separate
+// servers.
+func PSSync(net Network, workers, servers int, n float64) float64 {
+	if workers < 1 || servers < 1 {
+		return math.Inf(1)
+	}
+	shard := n / float64(servers)
+	worker := 2*float64(servers)*net.LatencyS + 2*n/net.BytesPerS
+	server := 2*float64(workers)*net.LatencyS + 2*float64(workers)*shard/net.BytesPerS + float64(workers)*shard/net.ReduceBytesS
+	return max(worker, server)
+}
+
+// PSColocated is a synchronous round with a server beside every worker.
+func PSColocated(net Network, p int, n float64) float64 {
+	if p <= 1 {
+		return 0
+	}
+	f := float64(p-1) / float64(p)
+	return 2*float64(p-1)*net.LatencyS + 2*f*n/net.BytesPerS + f*n/net.ReduceBytesS
+}
+
+// Predict gives every strategy's prediction on p nodes. A strategy that
+// cannot run there (parameter servers on too few nodes) is left out.
+func Predict(net Network, job Job, p int) []Prediction {
+	var out []Prediction
+	add := func(name string, workers int, comm, step float64) {
+		ideal := job.ComputeS
+		out = append(out, Prediction{Strategy: name, Nodes: p, Workers: workers, CommS: comm, StepS: step,
+			Efficiency: ideal / step, SamplesS: float64(workers*job.BatchPerRank) / step})
+	}
+	n := job.ParamBytes
+	ring := Ring(net, p, n)
+	add("ring", p, ring, job.ComputeS+ring)
+	mpi := min(RecursiveDoubling(net, p, n), Rabenseifner(net, p, n), ring)
+	add("mpi", p, mpi, job.ComputeS+mpi)
+	if k := job.Servers; k >= 1 && p-k >= 1 {
+		ps := PSSync(net, p-k, k, n)
+		add("ps-sync", p-k, ps, job.ComputeS+ps)
+		// Without the barrier a worker still waits for its own push and
+		// pull, and the servers cannot serve faster than their links.
+		worker := 2*float64(k)*net.LatencyS + 2*n/net.BytesPerS
+		step := max(job.ComputeS+worker, ps)
+		add("ps-async", p-k, step-job.ComputeS, step)
+	}
+	col := PSColocated(net, p, n)
+	add("ps-sync-colocated", p, col, job.ComputeS+col)
+	h := max(job.SyncEvery, 1)
+	avg := Ring(net, p, n+job.StateBytes) / float64(h)
+	add("local-sgd", p, avg, job.ComputeS+avg)
+	return out
+}
+
+// Validate checks a job and network.
+func (j Job) Validate() error {
+	switch {
+	case j.ParamBytes <= 0:
+		return fmt.Errorf("the model has no parameters")
+	case j.ComputeS <= 0:
+		return fmt.Errorf("--compute-ms must be positive (measure it with train bench step)")
+	case j.BatchPerRank < 1:
+		return fmt.Errorf("--batch-size must be positive")
+	case j.Servers < 0:
+		return fmt.Errorf("--servers must not be negative")
+	}
+	return nil
+}
+
+// Validate checks the network.
+func (n Network) Validate() error {
+	if n.LatencyS < 0 || n.BytesPerS <= 0 || n.ReduceBytesS <= 0 {
+		return fmt.Errorf("--latency-us must not be negative, --link-gbps and --reduce-gbs must be positive")
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package plan
+
+import (
+	"math"
+	"testing"
+)
+
+var net = Network{LatencyS: 1e-6, BytesPerS: 1e9, ReduceBytesS: 1e10}
+
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12+1e-9*math.Abs(b) }
+
+func TestFormulas(t *testing.T) {
+	n := 1e6
+	// 2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma at p = 4.
+	if got, want := Ring(net, 4, n), 6e-6+1.5e-3+7.5e-5; !near(got, want) {
+		t.Errorf("Ring = %g, want %g", got, want)
+	}
+	// lg 4 = 2 rounds of alpha + n beta + n gamma.
+	if got, want := RecursiveDoubling(net, 4, n), 2*(1e-6+1e-3+1e-4); !near(got, want) {
+		t.Errorf("RecursiveDoubling = %g, want %g", got, want)
+	}
+	// 2 lg p alpha and the ring's bandwidth terms.
+	if got, want := Rabenseifner(net, 4, n), 4e-6+1.5e-3+7.5e-5; !near(got, want) {
+		t.Errorf("Rabenseifner = %g, want %g", got, want)
+	}
+	// One server, 3 workers: the server's link carries 3n each way.
+	if got, want := PSSync(net, 3, 1, n), 6e-6+6e-3+3e-4; !near(got, want) {
+		t.Errorf("PSSync = %g, want %g", got, want)
+	}
+	for _, f := range []func(Network, int, float64) float64{Ring, RecursiveDoubling, Rabenseifner, PSColocated} {
+		if f(net, 1, n) != 0 {
+			t.Error("one node communicates")
+		}
+	}
+}
+
+// The ring's bandwidth term tends to 2 n beta whatever p (the argument of
+// Baidu and Horovod); a single parameter server's grows with the workers.
+func TestScaling(t *testing.T) {
+	n := 1e8
+	if r := Ring(Network{BytesPerS: 1e9, ReduceBytesS: 1e30}, 512, n); r > 2*n/1e9 || r < 1.99*n/1e9 {
+		t.Errorf("ring at 512 nodes: %g s, want just under 2n/bandwidth = %g", r, 2*n/1e9)
+	}
+	job := Job{ParamBytes: n, ComputeS: 0.1, BatchPerRank: 32, Servers: 1, SyncEvery: 8}
+	prev := map[string]float64{}
+	for _, p := range []int{2, 8, 64, 512} {
+		for _, pr := range Predict(net, job, p) {
+			if pr.Efficiency > 1 || pr.Efficiency <= 0 || pr.StepS < job.ComputeS {
+				t.Errorf("%d nodes %s: efficiency %g, step %g", p, pr.Strategy, pr.Efficiency, pr.StepS)
+			}
+			if e, ok := prev[pr.Strategy]; ok && pr.Efficiency > e+1e-12 {
+				t.Errorf("%s: efficiency rose from %g to %g at %d nodes", pr.Strategy, e, pr.Efficiency, p)
+			}
+			prev[pr.Strategy] = pr.Efficiency
+		}
+	}
+	at := func(p int, name string) Prediction {
+		for _, pr := range Predict(net, job, p) {
+			if pr.Strategy == name {
+				return pr
+			}
+		}
+		t.Fatalf("no %s at %d nodes", name, p)
+		return Prediction{}
+	}
+	if at(512, "ps-sync").StepS < 10*at(512, "ring").StepS {
+		t.Error("one parameter server should be far slower than the ring at 512 nodes")
+	}
+	if at(64, "local-sgd").CommS >= at(64, "ring").CommS {
+		t.Error("local-sgd every 8 steps should communicate less than the ring every step")
+	}
+}
