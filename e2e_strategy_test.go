@@ -122,3 +122,17 @@ func TestPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceCudaWithoutGPU: on a machine without the CUDA driver (CI),
+// --device cuda ends the job with one line saying what is missing.
+func TestDeviceCudaWithoutGPU(t *testing.T) {
+	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
+		t.Skip("this machine has an NVIDIA GPU: the no-driver path cannot be seen here")
+	}
+	r := trainRun(t, 2, time.Minute, nil, "--device", "cuda", "--max-steps", "1")
+	lines := trainLines(r.stderr)
+	if r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "--device cuda: no CUDA driver: libcuda.so.1") {
+		t.Errorf("exit %d, train's lines %q: want one line naming the missing driver", r.code, lines)
+	}
+	noTrace(t, r)
+}

@@ -40,6 +40,7 @@ type Config struct {
 	ClipGradNorm float64 // 0: off
 	Seed         uint64
 
+	Device    string // "cpu" or "cuda"
 	Strategy  string // "allreduce" or "local-sgd"
 	SyncEvery int    // local-sgd: steps between averages
 	Allreduce string
@@ -132,6 +133,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--checkpoint-every %d: must not be negative", c.CheckpointEvery)
 	case c.Keep < 0:
 		return fmt.Errorf("--keep %d: must not be negative", c.Keep)
+	case c.Device != "cpu" && c.Device != "cuda":
+		return fmt.Errorf("--device %q: choose cpu or cuda", c.Device)
 	case c.Strategy != "allreduce" && c.Strategy != "local-sgd":
 		return fmt.Errorf("--strategy %q: choose allreduce or local-sgd", c.Strategy)
 	case c.SyncEvery < 1:

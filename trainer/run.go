@@ -16,6 +16,7 @@ import (
 
 	"train/checkpoint"
 	"train/data"
+	"train/gpu"
 	"train/model"
 	"train/mpi"
 	"train/openblas"
@@ -133,6 +134,13 @@ func (r *run) reduceBN(buf []float64) {
 // checkpoint directory: everything each rank can get wrong on its own.
 func (r *run) setup() error {
 	c := &r.cfg
+	if c.Device == "cuda" {
+		d, err := gpu.ForLocalRank(r.w.LocalRank())
+		if err != nil {
+			return fmt.Errorf("--device cuda: %v; train on the CPU with --device cpu", err)
+		}
+		return fmt.Errorf("--device cuda: found %v, but GPU training is not built yet; use --device cpu", d)
+	}
 	r.blas = r.loadBLAS()
 	var err error
 	r.train, r.test, err = data.Load(data.Source{Dir: c.DataDir, SyntheticShape: c.SyntheticShape, SyntheticSamples: c.SyntheticSamples, Seed: c.Seed})
