@@ -5,7 +5,10 @@ package mpi
 */
 import "C"
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Small point-to-point messages, for the watchdog that reports stalled
 // ranks: they travel beside the collectives, on a World of their own (Dup).
@@ -19,6 +22,31 @@ func (w *World) SendInt64(buf []int64, dest, tag int) error {
 		p = unsafe.Pointer(&buf[0])
 	}
 	return errorf(C.tr_send(w.comm, p, C.int(len(buf)), cI64, C.int(dest), C.int(tag)), w.rank, "MPI_Send")
+}
+
+// SendFloat32 sends buf to rank dest with tag, waiting until MPI has taken
+// it (for large messages: until dest receives).
+func (w *World) SendFloat32(buf []float32, dest, tag int) error {
+	if len(buf) > maxCount {
+		return fmt.Errorf("rank %d: MPI_Send(float32): %d elements, more than one message holds", w.rank, len(buf))
+	}
+	var p unsafe.Pointer
+	if len(buf) > 0 {
+		p = unsafe.Pointer(&buf[0])
+	}
+	return errorf(C.tr_send(w.comm, p, C.int(len(buf)), cF32, C.int(dest), C.int(tag)), w.rank, "MPI_Send(float32)")
+}
+
+// RecvFloat32 receives len(buf) float32 values from rank source with tag.
+func (w *World) RecvFloat32(buf []float32, source, tag int) error {
+	if len(buf) > maxCount {
+		return fmt.Errorf("rank %d: MPI_Recv(float32): %d elements, more than one message holds", w.rank, len(buf))
+	}
+	var p unsafe.Pointer
+	if len(buf) > 0 {
+		p = unsafe.Pointer(&buf[0])
+	}
+	return errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cF32, C.int(source), C.int(tag)), w.rank, "MPI_Recv(float32)")
 }
 
 // Probe reports whether a message with tag has arrived from any rank, and

@@ -69,6 +69,14 @@ void tr_error_string(int code, char *buf, int *len) {
 	if (MPI_Error_string(code, buf, len) != MPI_SUCCESS) *len = 0;
 }
 
+int tr_split(MPI_Comm in, int color, int key, MPI_Comm *out, int *rank, int *size) {
+	int rc = MPI_Comm_split(in, color, key, out);
+	if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+	if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(*out, rank);
+	if (rc == MPI_SUCCESS) rc = MPI_Comm_size(*out, size);
+	return rc;
+}
+
 int tr_dup(MPI_Comm in, MPI_Comm *out) {
 	int rc = MPI_Comm_dup(in, out);
 	if (rc != MPI_SUCCESS) return rc;

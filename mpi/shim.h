@@ -16,6 +16,7 @@ int tr_barrier(MPI_Comm c);
 int tr_free(MPI_Comm *c);
 int tr_abort(int code);
 int tr_dup(MPI_Comm in, MPI_Comm *out);
+int tr_split(MPI_Comm in, int color, int key, MPI_Comm *out, int *rank, int *size);
 int tr_ring_step(MPI_Comm c, int left, int right, const float *send, long n_send,
                  float *dst, long n_recv, float *scratch, long seg, int nbuf, int reduce);
 void tr_add_f32(float *dst, const float *src, long n);

@@ -97,6 +97,23 @@ func (w *World) Dup() (*World, error) {
 	return d, nil
 }
 
+// Split divides the world into groups of the same color (collective, like
+// MPI_Comm_split), ranked by key then by rank. The parameter-server
+// strategies make the workers a World of their own this way, so their
+// collectives never wait for the servers. Free it like a Dup.
+func (w *World) Split(color, key int) (*World, error) {
+	d := &World{localRank: w.localRank, localSize: w.localSize, dup: true}
+	var rank, size C.int
+	if rc := C.tr_split(w.comm, C.int(color), C.int(key), &d.comm, &rank, &size); rc != C.MPI_SUCCESS {
+		return nil, errorf(rc, w.rank, "MPI_Comm_split")
+	}
+	d.rank, d.size = int(rank), int(size)
+	if rc := C.tr_dup(d.comm, &d.ring); rc != C.MPI_SUCCESS {
+		return nil, errorf(rc, w.rank, "MPI_Comm_dup(ring)")
+	}
+	return d, nil
+}
+
 // Free releases a World made by Dup (collective, like MPI_Comm_free).
 func (w *World) Free() error {
 	if !w.dup || w.done {

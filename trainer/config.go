@@ -43,6 +43,7 @@ type Config struct {
 	Device    string // "cpu" or "cuda"
 	Strategy  string // "allreduce" or "local-sgd"
 	SyncEvery int    // local-sgd: steps between averages
+	Servers   int    // ps-sync: the last Servers ranks are parameter servers
 	Allreduce string
 	BucketMB  float64 // gradient bucket size; 0: one bucket
 	Overlap   bool    // allreduce buckets during backward
@@ -135,8 +136,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--keep %d: must not be negative", c.Keep)
 	case c.Device != "cpu" && c.Device != "cuda":
 		return fmt.Errorf("--device %q: choose cpu or cuda", c.Device)
-	case c.Strategy != "allreduce" && c.Strategy != "local-sgd":
-		return fmt.Errorf("--strategy %q: choose allreduce or local-sgd", c.Strategy)
+	case c.Strategy != "allreduce" && c.Strategy != "local-sgd" && c.Strategy != "ps-sync":
+		return fmt.Errorf("--strategy %q: choose allreduce, local-sgd or ps-sync", c.Strategy)
+	case c.Strategy == "ps-sync" && c.ClipGradNorm > 0:
+		return fmt.Errorf("--clip-grad-norm with --strategy ps-sync: the servers see only their shards of the gradient; clip with allreduce")
 	case c.SyncEvery < 1:
 		return fmt.Errorf("--sync-every %d: must be at least 1", c.SyncEvery)
 	case c.BucketMB < 0:

@@ -250,7 +250,18 @@ func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, 
 	if r.cfg.ClipGradNorm > 0 {
 		optim.ClipGradNorm(p.Grad, r.cfg.ClipGradNorm)
 	}
-	finite := r.opt.Step(p.Data, p.Grad, float32(lr), r.state.Step+1)
+	var finite bool
+	if r.ps != nil {
+		r.prog.enter(opGradients)
+		err := r.ps.exchange(p.Data, p.Grad, lr, r.state.Step+1)
+		r.prog.leave()
+		if err != nil {
+			return 0, 0, err
+		}
+		finite, st.wait = true, st.wait+lap() // the servers check their updates
+	} else {
+		finite = r.opt.Step(p.Data, p.Grad, float32(lr), r.state.Step+1)
+	}
 	st.optimize = lap()
 	if !finite {
 		// Every rank applied the same averaged gradient, so every rank
@@ -398,6 +409,11 @@ func (r *run) checkpoint() error {
 	}
 	if r.w.Rank() != 0 {
 		return nil
+	}
+	if r.ps != nil {
+		if err := r.ps.fetchState(r.model.Params.Data, r.opt.State()); err != nil {
+			return err
+		}
 	}
 	c := &r.cfg
 	oc, _ := json.Marshal(c.optimConfig())

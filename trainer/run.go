@@ -56,6 +56,7 @@ type run struct {
 	signals     *stopSignals                  // SIGTERM, SIGINT, SIGUSR1: stop at the next step
 	stopBy      string                        // the signal that stopped the run, "" if none
 	reduce      func([]float32, mpi.Op) error // the --allreduce algorithm
+	ps          *psClient                     // ps-sync: the servers
 	diverged    bool                          // local-sgd: local steps since the last average
 }
 
@@ -115,6 +116,19 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 		return err
 	}
 	defer r.sync.close()
+	if r.cfg.Strategy == "ps-sync" {
+		server, err := r.startPS()
+		if err := agree(w, err); err != nil {
+			return err
+		}
+		if server {
+			return r.serve()
+		}
+		if err := r.loop(); err != nil {
+			return err
+		}
+		return r.ps.stop()
+	}
 	return r.loop()
 }
 
@@ -187,8 +201,8 @@ func (r *run) setup() error {
 	}
 	r.reduce = reduce
 	buckets := makeBuckets(p, int(c.BucketMB*(1<<20)))
-	if c.Strategy == "local-sgd" {
-		buckets = nil // no gradient exchange: replicas are averaged instead
+	if c.Strategy != "allreduce" {
+		buckets = nil // local-sgd averages replicas; ps-sync goes through servers
 	}
 	r.sync = newGradSync(reduce, p.Grad, buckets, c.Overlap)
 	r.model.OnGradReady = r.sync.ready
@@ -275,13 +289,20 @@ func (r *run) resume(path string) error {
 	}
 	oldSize, _ := strconv.Atoi(s.Meta["world_size"])
 	oldBatch, _ := strconv.Atoi(s.Meta["batch_size"])
-	if g := r.cfg.BatchSize * r.w.Size(); oldSize*oldBatch != g && oldSize > 0 && oldBatch > 0 {
+	// Ranks that train: under ps-sync the servers do not (the split into
+	// workers and servers comes after this broadcast).
+	trainers := r.w.Size()
+	if r.cfg.Strategy == "ps-sync" {
+		trainers -= r.cfg.Servers
+	}
+	spe := data.Sampler{N: r.train.N, Batch: r.cfg.BatchSize, Size: max(trainers, 1)}.StepsPerEpoch()
+	if g := r.cfg.BatchSize * trainers; oldSize*oldBatch != g && oldSize > 0 && oldBatch > 0 && g > 0 {
 		samples := s.StepInEpoch * oldSize * oldBatch
 		s.StepInEpoch = samples / g
 		r.rep.say("resume: global batch was %d x %d, now %d x %d: continuing epoch %d at sample %d\n",
-			oldSize, oldBatch, r.w.Size(), r.cfg.BatchSize, s.Epoch+1, s.StepInEpoch*g)
+			oldSize, oldBatch, trainers, r.cfg.BatchSize, s.Epoch+1, s.StepInEpoch*g)
 	}
-	if s.StepInEpoch >= r.sampler.StepsPerEpoch() {
+	if s.StepInEpoch >= spe {
 		s.Epoch, s.StepInEpoch = s.Epoch+1, 0
 	}
 	r.lastSaved = s.Step

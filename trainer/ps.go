@@ -1,0 +1,232 @@
+package trainer
+
+// Synchronous parameter servers (--strategy ps-sync; Sandblaster, TF's
+// SyncReplicasOptimizer): the last --servers ranks hold the parameters and
+// optimizer state, each a contiguous shard of the flat buffer; every step
+// each worker pushes its gradient shard to each server and pulls the
+// updated shard back, and a server updates once it has every worker's
+// gradient for the step. Workers are the first ranks, so rank 0 is a
+// worker holding a full replica: it logs and checkpoints as usual, after
+// asking the servers for their optimizer state.
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+
+	"train/data"
+	"train/mpi"
+	"train/optim"
+)
+
+const (
+	tagPSHeader = 0x5053
+	tagPSData   = 0x5054
+
+	psStop  = 0 // training is over
+	psStep  = 1 // a gradient follows; the updated shard goes back
+	psState = 2 // (rank 0) send the shard's parameters and optimizer state
+)
+
+// psClient is a worker's view of the servers.
+type psClient struct {
+	world   *mpi.World // every rank: the servers are ranks workers..size-1
+	workers int
+	shards  [][2]int // server s holds [shards[s][0], shards[s][1])
+}
+
+// psShards cuts n elements into k contiguous shards whose lengths differ
+// by at most one (byte-balanced: every element is 4 bytes).
+func psShards(n, k int) [][2]int {
+	out := make([][2]int, k)
+	for s := range k {
+		out[s] = [2]int{s * n / k, (s + 1) * n / k}
+	}
+	return out
+}
+
+// startPS splits the job into workers and servers once every rank holds the
+// initial state. On a worker it makes r.w the workers' World, so the
+// loop's collectives (logging, evaluation, stop checks, BatchNorm) never
+// wait for the servers, and redraws the data shards for the workers. It
+// reports whether this rank is a server.
+func (r *run) startPS() (bool, error) {
+	c := &r.cfg
+	world := r.w
+	n := world.Size()
+	if c.Servers < 1 || c.Servers >= n {
+		return false, fmt.Errorf("--strategy ps-sync --servers %d: need at least one server and one worker among the %d ranks", c.Servers, n)
+	}
+	workers := n - c.Servers
+	server := world.Rank() >= workers
+	color := 0
+	if server {
+		color = 1
+	}
+	sub, err := world.Split(color, world.Rank())
+	if err != nil {
+		return false, err
+	}
+	ps := &psClient{world: world, workers: workers, shards: psShards(r.model.Params.Len(), c.Servers)}
+	r.ps = ps
+	if server {
+		return true, nil
+	}
+	r.w = sub
+	if r.bn != nil {
+		if r.bn, err = sub.Dup(); err != nil {
+			return false, err
+		}
+	}
+	r.sampler = data.Sampler{N: r.train.N, Batch: c.BatchSize, Rank: sub.Rank(), Size: sub.Size(), Seed: c.Seed}
+	spe := r.sampler.StepsPerEpoch()
+	if spe == 0 {
+		return false, fmt.Errorf("--batch-size %d: too large for %d workers' shards", c.BatchSize, sub.Size())
+	}
+	r.sched.Total, r.sched.StepSize = c.Epochs*spe, c.LRStepEpochs*spe
+	if c.LRScaling == "linear" {
+		r.sched.Base = c.LR * float64(sub.Size())
+	}
+	return false, nil
+}
+
+// exchange pushes this worker's gradient (t is the update's number) and
+// pulls the servers' updated parameters. Workers send to the servers in
+// the same order and servers take workers in rank order, so no cycle of
+// waits can form.
+func (ps *psClient) exchange(params, grads []float32, lr float64, t int) error {
+	hdr := []int64{psStep, int64(t), int64(math.Float64bits(lr))}
+	for s, sh := range ps.shards {
+		if err := ps.world.SendInt64(hdr, ps.workers+s, tagPSHeader); err != nil {
+			return err
+		}
+		if err := ps.world.SendFloat32(grads[sh[0]:sh[1]], ps.workers+s, tagPSData); err != nil {
+			return err
+		}
+	}
+	for s, sh := range ps.shards {
+		if err := ps.world.RecvFloat32(params[sh[0]:sh[1]], ps.workers+s, tagPSData); err != nil {
+			return fmt.Errorf("from server rank %d: %w", ps.workers+s, err)
+		}
+	}
+	return nil
+}
+
+// fetchState (rank 0, before a checkpoint) copies every server's shard of
+// the parameters and optimizer state into the local buffers.
+func (ps *psClient) fetchState(params []float32, state map[string][]float32) error {
+	names := slices.Sorted(maps.Keys(state))
+	for s, sh := range ps.shards {
+		if err := ps.world.SendInt64([]int64{psState, 0, 0}, ps.workers+s, tagPSHeader); err != nil {
+			return err
+		}
+		for _, buf := range append([][]float32{params}, mapValues(state, names)...) {
+			if err := ps.world.RecvFloat32(buf[sh[0]:sh[1]], ps.workers+s, tagPSData); err != nil {
+				return fmt.Errorf("state from server rank %d: %w", ps.workers+s, err)
+			}
+		}
+	}
+	return nil
+}
+
+// stop tells every server that this worker is done.
+func (ps *psClient) stop() error {
+	for s := range ps.shards {
+		if err := ps.world.SendInt64([]int64{psStop, 0, 0}, ps.workers+s, tagPSHeader); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mapValues(m map[string][]float32, names []string) [][]float32 {
+	out := make([][]float32, len(names))
+	for i, n := range names {
+		out[i] = m[n]
+	}
+	return out
+}
+
+// serve is a server's whole run: it keeps its shard of the parameters and
+// an optimizer for the shard (started from the broadcast state, so resumed
+// runs continue exactly), and answers the workers until all have stopped.
+func (r *run) serve() error {
+	ps := r.ps
+	s := r.w.Rank() - ps.workers
+	lo, hi := ps.shards[s][0], ps.shards[s][1]
+	params := r.model.Params.Data[lo:hi]
+	opt, err := optim.New(r.cfg.optimConfig(), hi-lo)
+	if err != nil {
+		return err
+	}
+	full := r.opt.State()
+	names := slices.Sorted(maps.Keys(full))
+	mine := opt.State()
+	for _, n := range names {
+		copy(mine[n], full[n][lo:hi])
+	}
+	sum, grad := make([]float32, hi-lo), make([]float32, hi-lo)
+	hdr := make([]int64, 3)
+	w := ps.world
+	for {
+		if err := w.RecvInt64(hdr, 0, tagPSHeader); err != nil {
+			return err
+		}
+		switch hdr[0] {
+		case psState:
+			for _, buf := range append([][]float32{params}, mapValues(mine, names)...) {
+				if err := w.SendFloat32(buf, 0, tagPSData); err != nil {
+					return err
+				}
+			}
+			continue
+		case psStop:
+			for k := 1; k < ps.workers; k++ {
+				if err := w.RecvInt64(hdr, k, tagPSHeader); err != nil {
+					return err
+				}
+				if hdr[0] != psStop {
+					return fmt.Errorf("server: worker rank %d sent %d after worker 0 stopped", k, hdr[0])
+				}
+			}
+			return nil
+		case psStep:
+		default:
+			return fmt.Errorf("server: unknown request %d from worker rank 0", hdr[0])
+		}
+		t, lr := int(hdr[1]), math.Float64frombits(uint64(hdr[2]))
+		if err := r.fault.fire(r.w.Rank(), t-1); err != nil { // tests: a failing server
+			return err
+		}
+		if err := w.RecvFloat32(sum, 0, tagPSData); err != nil {
+			return err
+		}
+		for k := 1; k < ps.workers; k++ {
+			if err := w.RecvInt64(hdr, k, tagPSHeader); err != nil {
+				return err
+			}
+			if hdr[0] != psStep || int(hdr[1]) != t {
+				return fmt.Errorf("server: worker rank %d is at update %d, worker 0 at %d", k, hdr[1], t)
+			}
+			if err := w.RecvFloat32(grad, k, tagPSData); err != nil {
+				return err
+			}
+			for i, g := range grad {
+				sum[i] += g
+			}
+		}
+		inv := 1 / float32(ps.workers)
+		for i := range sum {
+			sum[i] *= inv
+		}
+		if !opt.Step(params, sum, float32(lr), t) {
+			return fmt.Errorf("server rank %d: update %d: the averaged gradients are not finite (NaN or Inf); lower --lr", r.w.Rank(), t)
+		}
+		for k := range ps.workers {
+			if err := w.SendFloat32(params, k, tagPSData); err != nil {
+				return err
+			}
+		}
+	}
+}
