@@ -187,3 +187,51 @@ func TestPSSync(t *testing.T) {
 	noTrace(t, r)
 	t.Logf("server failure: job over in %v", r.took.Round(time.Millisecond))
 }
+
+// TestPSAsync: asynchronous parameter servers (Downpour). With
+// --staleness 0 and plain SGD every worker sees all gradients of a step
+// before its next one, which is the synchronous update applied one worker
+// at a time: ps-sync's parameters within 1e-5. With a bound of 4 at np=4
+// (3 workers) the MLP still reaches 87%, and the server reports the
+// staleness it saw, within what the bound allows.
+func TestPSAsync(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--log-every", "20", "--momentum", "0", "--servers", "1"}
+	run := func(name string, args ...string) (map[string][]float32, result) {
+		ck := filepath.Join(dir, name)
+		r := mustTrain(t, 3, append(append(common, "--checkpoint-dir", ck), args...)...)
+		return tensors(t, filepath.Join(ck, "step-00000040.safetensors")), r
+	}
+	ref, _ := run("sync", "--strategy", "ps-sync")
+	got, r := run("async-0", "--strategy", "ps-async", "--staleness", "0")
+	for name, want := range ref {
+		if d := relDiff(want, got[name]); d > 1e-5 {
+			t.Errorf("--staleness 0: %s differs from ps-sync by %.3g (relative)", name, d)
+		}
+	}
+	stale := regexp.MustCompile(`ps-async server: (\d+) updates, staleness max (\d+), mean ([0-9.]+)`)
+	m := stale.FindStringSubmatch(r.stderr)
+	if m == nil || m[1] != "80" || m[2] != "1" {
+		t.Errorf("--staleness 0 with 2 workers: want 80 updates and staleness at most 1 (the other worker's same-step gradient), got %v\n%s", m, r.stderr)
+	}
+
+	r = mustTrain(t, 4, "--strategy", "ps-async", "--servers", "1", "--staleness", "4", "--epochs", "10", "--log-every", "1000")
+	acc := regexp.MustCompile(`epoch 10/10 done step \d+: .* test loss [0-9.]+ acc ([0-9.]+)%`).FindStringSubmatch(r.stdout)
+	if acc == nil {
+		t.Fatalf("no epoch 10 line:\n%s", r.stdout)
+	}
+	if a, _ := strconv.ParseFloat(acc[1], 64); a < 87 {
+		t.Errorf("ps-async np=4: test accuracy %.2f%% after 10 epochs, want >= 87%%", a)
+	}
+	m = stale.FindStringSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("no staleness report:\n%s", r.stderr)
+	}
+	// Between a worker's pull and its next push, another worker can go from
+	// S behind it to S+1 ahead (its last push waiting for an answer): at
+	// most (W-1)(2S+1) updates by others, 18 here.
+	if s, _ := strconv.Atoi(m[2]); s > 18 {
+		t.Errorf("staleness max %d with --staleness 4 and 3 workers, want at most 18", s)
+	}
+	t.Logf("ps-async np=4 --staleness 4: %s%% after 10 epochs; staleness max %s, mean %s", acc[1], m[2], m[3])
+}

@@ -59,6 +59,17 @@ func (w *World) Probe(tag int) (source int, ok bool, err error) {
 	return int(src), flag != 0, nil
 }
 
+// WaitAny waits for a message with tag from any rank and says from which
+// (MPI_Probe): the asynchronous parameter servers serve workers in the
+// order their messages arrive.
+func (w *World) WaitAny(tag int) (source int, err error) {
+	var src C.int
+	if err := errorf(C.tr_probe(w.comm, C.int(tag), &src), w.rank, "MPI_Probe"); err != nil {
+		return 0, err
+	}
+	return int(src), nil
+}
+
 // RecvInt64 receives len(buf) int64 values from rank source with tag,
 // waiting for them.
 func (w *World) RecvInt64(buf []int64, source, tag int) error {

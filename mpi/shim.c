@@ -179,6 +179,13 @@ int tr_iprobe(MPI_Comm c, int tag, int *flag, int *source) {
 	return rc;
 }
 
+int tr_probe(MPI_Comm c, int tag, int *source) {
+	MPI_Status st;
+	int rc = MPI_Probe(MPI_ANY_SOURCE, tag, c, &st);
+	if (rc == MPI_SUCCESS) *source = st.MPI_SOURCE;
+	return rc;
+}
+
 int tr_recv(MPI_Comm c, void *buf, int count, int type, int source, int tag) {
 	return MPI_Recv(buf, count, tr_type(type), source, tag, c, MPI_STATUS_IGNORE);
 }

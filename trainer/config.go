@@ -3,6 +3,7 @@ package trainer
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,7 +44,8 @@ type Config struct {
 	Device    string // "cpu" or "cuda"
 	Strategy  string // "allreduce" or "local-sgd"
 	SyncEvery int    // local-sgd: steps between averages
-	Servers   int    // ps-sync: the last Servers ranks are parameter servers
+	Servers   int    // ps-*: the last Servers ranks are parameter servers
+	Staleness int    // ps-async: how many updates a worker may run ahead of the slowest (-1: no bound)
 	Allreduce string
 	BucketMB  float64 // gradient bucket size; 0: one bucket
 	Overlap   bool    // allreduce buckets during backward
@@ -136,9 +138,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--keep %d: must not be negative", c.Keep)
 	case c.Device != "cpu" && c.Device != "cuda":
 		return fmt.Errorf("--device %q: choose cpu or cuda", c.Device)
-	case c.Strategy != "allreduce" && c.Strategy != "local-sgd" && c.Strategy != "ps-sync":
-		return fmt.Errorf("--strategy %q: choose allreduce, local-sgd or ps-sync", c.Strategy)
-	case c.Strategy == "ps-sync" && c.ClipGradNorm > 0:
+	case !slices.Contains([]string{"allreduce", "local-sgd", "ps-sync", "ps-async"}, c.Strategy):
+		return fmt.Errorf("--strategy %q: choose allreduce, ps-sync, ps-async or local-sgd", c.Strategy)
+	case c.Staleness < -1:
+		return fmt.Errorf("--staleness %d: 0 or more, or -1 for no bound", c.Staleness)
+	case strings.HasPrefix(c.Strategy, "ps-") && c.ClipGradNorm > 0:
 		return fmt.Errorf("--clip-grad-norm with --strategy ps-sync: the servers see only their shards of the gradient; clip with allreduce")
 	case c.SyncEvery < 1:
 		return fmt.Errorf("--sync-every %d: must be at least 1", c.SyncEvery)

@@ -122,8 +122,12 @@ func (r *run) loop() error {
 			if c.PushEvery > 0 && s.Step%c.PushEvery == 0 {
 				r.pushMetrics()
 			}
-			if err := r.checkStop(); err != nil {
-				return err
+			// Asynchronous workers meet only at log steps; elsewhere they
+			// run at their own pace.
+			if c.Strategy != "ps-async" || s.Step%c.LogEvery == 0 {
+				if err := r.checkStop(); err != nil {
+					return err
+				}
 			}
 			if c.CheckpointDir != "" && c.CheckpointEvery > 0 && s.Step%c.CheckpointEvery == 0 {
 				if err := r.checkpoint(); err != nil {
@@ -331,6 +335,16 @@ func (r *run) average() error {
 func (r *run) syncBuffers() error {
 	if err := r.average(); err != nil {
 		return err
+	}
+	if r.ps != nil && r.cfg.Strategy == "ps-async" {
+		// Every worker has its answers for all it pushed once all are here;
+		// then the servers' parameters are final for now.
+		if err := r.w.Barrier(); err != nil {
+			return err
+		}
+		if err := r.ps.fetch(r.model.Params.Data); err != nil {
+			return err
+		}
 	}
 	if r.cfg.BN == "sync" {
 		return nil

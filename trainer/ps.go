@@ -27,6 +27,7 @@ const (
 	psStop  = 0 // training is over
 	psStep  = 1 // a gradient follows; the updated shard goes back
 	psState = 2 // (rank 0) send the shard's parameters and optimizer state
+	psFetch = 3 // (ps-async) send the shard's current parameters
 )
 
 // psClient is a worker's view of the servers.
@@ -130,6 +131,20 @@ func (ps *psClient) fetchState(params []float32, state map[string][]float32) err
 	return nil
 }
 
+// fetch pulls every server's current parameters (ps-async, once every
+// worker has pushed all it will: the replicas then agree).
+func (ps *psClient) fetch(params []float32) error {
+	for s, sh := range ps.shards {
+		if err := ps.world.SendInt64([]int64{psFetch, 0, 0}, ps.workers+s, tagPSHeader); err != nil {
+			return err
+		}
+		if err := ps.world.RecvFloat32(params[sh[0]:sh[1]], ps.workers+s, tagPSData); err != nil {
+			return fmt.Errorf("from server rank %d: %w", ps.workers+s, err)
+		}
+	}
+	return nil
+}
+
 // stop tells every server that this worker is done.
 func (ps *psClient) stop() error {
 	for s := range ps.shards {
@@ -146,6 +161,99 @@ func mapValues(m map[string][]float32, names []string) [][]float32 {
 		out[i] = m[n]
 	}
 	return out
+}
+
+// serveAsync is an asynchronous server (--strategy ps-async, Downpour):
+// it applies each worker's gradient as it arrives (scaled by 1/workers, so
+// a round of all workers moves as far as one synchronous update) and
+// answers the push with the current parameters, unless the worker is more
+// than --staleness updates ahead of the slowest, in which case the answer
+// waits (stale-synchronous parallel; --staleness 0 makes every worker see
+// every other's gradient of the step before its next one).
+func (r *run) serveAsync(params []float32, opt optim.Optimizer, mine map[string][]float32, names []string) error {
+	ps, w := r.ps, r.ps.world
+	W := ps.workers
+	grad := make([]float32, len(params))
+	hdr := make([]int64, 3)
+	clock := make([]int, W)    // pushes applied per worker
+	pulled := make([]int, W)   // version each worker last received
+	pending := make([]bool, W) // a worker waiting for its answer
+	version, stopped := 0, 0   // updates applied; workers done
+	var staleMax, staleSum, pushes int
+	minClock := func() int {
+		m := clock[0]
+		for _, c := range clock {
+			m = min(m, c)
+		}
+		return m
+	}
+	answer := func(k int) error {
+		pending[k] = false
+		pulled[k] = version
+		return w.SendFloat32(params, k, tagPSData)
+	}
+	inv := 1 / float32(W)
+	for stopped < W {
+		k, err := w.WaitAny(tagPSHeader)
+		if err != nil {
+			return err
+		}
+		if k >= W {
+			return fmt.Errorf("server: a message from rank %d, not a worker", k)
+		}
+		if err := w.RecvInt64(hdr, k, tagPSHeader); err != nil {
+			return err
+		}
+		switch hdr[0] {
+		case psStop:
+			stopped++
+		case psFetch:
+			if err := w.SendFloat32(params, k, tagPSData); err != nil {
+				return err
+			}
+		case psState:
+			for _, buf := range append([][]float32{params}, mapValues(mine, names)...) {
+				if err := w.SendFloat32(buf, k, tagPSData); err != nil {
+					return err
+				}
+			}
+		case psStep:
+			t, lr := int(hdr[1]), math.Float64frombits(uint64(hdr[2]))
+			if err := r.fault.fire(r.w.Rank(), t-1); err != nil {
+				return err
+			}
+			if err := w.RecvFloat32(grad, k, tagPSData); err != nil {
+				return err
+			}
+			stale := version - pulled[k]
+			staleMax, staleSum, pushes = max(staleMax, stale), staleSum+stale, pushes+1
+			for i := range grad {
+				grad[i] *= inv
+			}
+			version++
+			if !opt.Step(params, grad, float32(lr), version) {
+				return fmt.Errorf("server rank %d: update %d: the gradients are not finite (NaN or Inf); lower --lr", r.w.Rank(), version)
+			}
+			clock[k]++
+			pending[k] = true
+			// Answer every waiting worker the bound now allows.
+			m := minClock()
+			for j := range W {
+				if pending[j] && (r.cfg.Staleness < 0 || clock[j]-m <= r.cfg.Staleness) {
+					if err := answer(j); err != nil {
+						return err
+					}
+				}
+			}
+		default:
+			return fmt.Errorf("server: unknown request %d from worker rank %d", hdr[0], k)
+		}
+	}
+	if pushes > 0 {
+		fmt.Fprintf(r.errw, "train: rank %d: ps-async server: %d updates, staleness max %d, mean %.2f (updates by others between a worker's pull and its push)\n",
+			r.w.Rank(), version, staleMax, float64(staleSum)/float64(pushes))
+	}
+	return nil
 }
 
 // serve is a server's whole run: it keeps its shard of the parameters and
@@ -165,6 +273,9 @@ func (r *run) serve() error {
 	mine := opt.State()
 	for _, n := range names {
 		copy(mine[n], full[n][lo:hi])
+	}
+	if r.cfg.Strategy == "ps-async" {
+		return r.serveAsync(params, opt, mine, names)
 	}
 	sum, grad := make([]float32, hi-lo), make([]float32, hi-lo)
 	hdr := make([]int64, 3)

@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/push"
 
@@ -116,7 +117,7 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 		return err
 	}
 	defer r.sync.close()
-	if r.cfg.Strategy == "ps-sync" {
+	if strings.HasPrefix(r.cfg.Strategy, "ps-") {
 		server, err := r.startPS()
 		if err := agree(w, err); err != nil {
 			return err
@@ -292,7 +293,7 @@ func (r *run) resume(path string) error {
 	// Ranks that train: under ps-sync the servers do not (the split into
 	// workers and servers comes after this broadcast).
 	trainers := r.w.Size()
-	if r.cfg.Strategy == "ps-sync" {
+	if strings.HasPrefix(r.cfg.Strategy, "ps-") {
 		trainers -= r.cfg.Servers
 	}
 	spe := data.Sampler{N: r.train.N, Batch: r.cfg.BatchSize, Size: max(trainers, 1)}.StepsPerEpoch()
