@@ -226,6 +226,9 @@ func (r *run) serveAsync(params []float32, opt optim.Optimizer, mine map[string]
 				return err
 			}
 			stale := version - pulled[k]
+			if r.met != nil {
+				r.met.psStaleness.Observe(float64(stale))
+			}
 			staleMax, staleSum, pushes = max(staleMax, stale), staleSum+stale, pushes+1
 			for i := range grad {
 				grad[i] *= inv
