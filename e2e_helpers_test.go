@@ -156,3 +156,42 @@ func finalCRC(t *testing.T, r result) (step, ranks int, crc string) {
 	ranks, _ = strconv.Atoi(m[2])
 	return step, ranks, m[3]
 }
+
+// sameFiles reports whether the files at a and b exist and hold the same
+// bytes, failing the test if either cannot be read.
+func sameFiles(t *testing.T, a, b string) bool {
+	t.Helper()
+	x, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bytes.Equal(x, y)
+}
+
+// resumeIsExact trains 60 steps straight and 30 + a resume to 60 on np
+// ranks with args, and reports whether both runs' final checkpoints agree
+// byte for byte.
+func resumeIsExact(t *testing.T, np int, args ...string) bool {
+	t.Helper()
+	dir := t.TempDir()
+	straight, split := filepath.Join(dir, "straight"), filepath.Join(dir, "split")
+	mustTrain(t, np, append(args, "--max-steps", "60", "--checkpoint-dir", straight)...)
+	mustTrain(t, np, append(args, "--max-steps", "30", "--checkpoint-dir", split)...)
+	mustTrain(t, np, append(args, "--max-steps", "60", "--checkpoint-dir", split, "--resume")...)
+	return sameFiles(t, filepath.Join(straight, "step-00000060.safetensors"), filepath.Join(split, "step-00000060.safetensors"))
+}
+
+// relDiff is the largest difference between two tensors relative to the
+// largest element of want.
+func relDiff(want, got []float32) float64 {
+	var worst, scale float64
+	for i := range want {
+		worst = max(worst, math.Abs(float64(got[i]-want[i])))
+		scale = max(scale, math.Abs(float64(want[i])))
+	}
+	return worst / scale
+}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,17 +9,6 @@ import (
 	"testing"
 	"time"
 )
-
-// relDiff is the largest difference between two tensors relative to the
-// largest element of want.
-func relDiff(want, got []float32) float64 {
-	var worst, scale float64
-	for i := range want {
-		worst = max(worst, math.Abs(float64(got[i]-want[i])))
-		scale = max(scale, math.Abs(float64(want[i])))
-	}
-	return worst / scale
-}
 
 // TestLocalSGD: --strategy local-sgd averages the replicas every
 // --sync-every steps instead of the gradients every step. With plain SGD
@@ -60,20 +47,7 @@ func TestLocalSGD(t *testing.T) {
 
 	// Resume between averages (30 is not a multiple of 8): checkpoints are
 	// sync points in both runs, so the bytes agree.
-	straight, split := filepath.Join(dir, "straight"), filepath.Join(dir, "split")
-	ls := []string{"--strategy", "local-sgd", "--sync-every", "8", "--hidden", "64,32", "--batch-size", "32", "--log-every", "20", "--checkpoint-every", "30"}
-	mustTrain(t, 2, append(ls, "--max-steps", "60", "--checkpoint-dir", straight)...)
-	mustTrain(t, 2, append(ls, "--max-steps", "30", "--checkpoint-dir", split)...)
-	mustTrain(t, 2, append(ls, "--max-steps", "60", "--checkpoint-dir", split, "--resume")...)
-	a, err := os.ReadFile(filepath.Join(straight, "step-00000060.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(split, "step-00000060.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
+	if !resumeIsExact(t, 2, "--strategy", "local-sgd", "--sync-every", "8", "--hidden", "64,32", "--batch-size", "32", "--log-every", "20", "--checkpoint-every", "30") {
 		t.Error("local-sgd: the resumed run's final checkpoint differs from the uninterrupted run's")
 	}
 }
@@ -169,14 +143,8 @@ func TestPSSync(t *testing.T) {
 		}
 	}
 
-	straight, split := filepath.Join(dir, "straight"), filepath.Join(dir, "split")
 	ps := []string{"--strategy", "ps-sync", "--servers", "1", "--hidden", "64,32", "--batch-size", "32", "--log-every", "20"}
-	mustTrain(t, 3, append(ps, "--max-steps", "60", "--checkpoint-dir", straight)...)
-	mustTrain(t, 3, append(ps, "--max-steps", "30", "--checkpoint-dir", split)...)
-	mustTrain(t, 3, append(ps, "--max-steps", "60", "--checkpoint-dir", split, "--resume")...)
-	a, _ := os.ReadFile(filepath.Join(straight, "step-00000060.safetensors"))
-	b, _ := os.ReadFile(filepath.Join(split, "step-00000060.safetensors"))
-	if len(a) == 0 || !bytes.Equal(a, b) {
+	if !resumeIsExact(t, 3, ps...) {
 		t.Error("ps-sync: the resumed run's final checkpoint differs from the uninterrupted run's")
 	}
 

@@ -39,16 +39,10 @@ func TestDataParallelEquivalence(t *testing.T) {
 		// largest element: summation order differs between the runs, so
 		// bits may too, by float32 rounding (about 1e-7) per step.
 		for name, want := range ref {
-			v := got[name]
-			var worst, scale float64
-			for i := range want {
-				worst = max(worst, math.Abs(float64(v[i]-want[i])))
-				scale = max(scale, math.Abs(float64(want[i])))
-			}
-			if worst > 1e-5*scale {
-				t.Errorf("np=%d: %s differs from np=1 by %.3g (relative %.3g)", np, name, worst, worst/scale)
+			if d := relDiff(want, got[name]); d > 1e-5 {
+				t.Errorf("np=%d: %s differs from np=1 by %.3g (relative)", np, name, d)
 			} else {
-				t.Logf("np=%d: %s: relative difference %.2g", np, name, worst/scale)
+				t.Logf("np=%d: %s: relative difference %.2g", np, name, d)
 			}
 		}
 	}
@@ -70,15 +64,7 @@ func TestResumeBitExact(t *testing.T) {
 	if !strings.Contains(r.stdout, "epoch 1/2 done step 58") {
 		t.Errorf("resumed run did not finish epoch 1 at step 58:\n%s", r.stdout)
 	}
-	a, err := os.ReadFile(filepath.Join(straight, "step-00000060.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(filepath.Join(split, "step-00000060.safetensors"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
+	if !sameFiles(t, filepath.Join(straight, "step-00000060.safetensors"), filepath.Join(split, "step-00000060.safetensors")) {
 		t.Error("resumed run's final checkpoint differs from the uninterrupted run's")
 	}
 	// Both legs' checkpoints, pruned to the newest three.
@@ -333,14 +319,8 @@ func TestAllreduceAlgorithms(t *testing.T) {
 	} {
 		got := run(tc.name, tc.args...)
 		for name, want := range ref {
-			v := got[name]
-			var worst, scale float64
-			for i := range want {
-				worst = max(worst, math.Abs(float64(v[i]-want[i])))
-				scale = max(scale, math.Abs(float64(want[i])))
-			}
-			if worst > 1e-5*scale {
-				t.Errorf("%s: %s differs from mpi by %.3g (relative %.3g)", tc.name, name, worst, worst/scale)
+			if d := relDiff(want, got[name]); d > 1e-5 {
+				t.Errorf("%s: %s differs from mpi by %.3g (relative)", tc.name, name, d)
 			}
 		}
 	}

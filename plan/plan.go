@@ -17,8 +17,8 @@
 // K servers) and pull the parameters back; a separate server's link
 // carries W n/K bytes each way, a worker's n bytes each way, and the busier
 // link sets the time. Colocated (every node a worker and a server, K = p),
-// each node sends and receives (p-1)/p n bytes each way in p-1 messages: a
-// ring's volume with more latency. Asynchronous servers remove the barrier
+// each node pushes (p-1)/p n bytes in p-1 messages and pulls as much back:
+// the ring's volume and message count. Asynchronous servers remove the barrier
 // but not the server's link. Local SGD averages the parameters (and the
 // optimizer's state) with a ring every H steps.
 //
@@ -59,9 +59,6 @@ type Prediction struct {
 	Efficiency float64 // samples/s per worker relative to one node without communication
 	SamplesS   float64 // whole-job throughput
 }
-
-// Strategies lists what Predict knows, in its order.
-var Strategies = []string{"ring", "mpi", "ps-sync", "ps-async", "ps-sync-colocated", "local-sgd"}
 
 func lg(p int) float64 { return math.Ceil(math.Log2(float64(p))) }
 
@@ -104,14 +101,10 @@ func PSSync(net Network, workers, servers int, n float64) float64 {
 	return max(worker, server)
 }
 
-// PSColocated is a synchronous round with a server beside every worker.
-func PSColocated(net Network, p int, n float64) float64 {
-	if p <= 1 {
-		return 0
-	}
-	f := float64(p-1) / float64(p)
-	return 2*float64(p-1)*net.LatencyS + 2*f*n/net.BytesPerS + f*n/net.ReduceBytesS
-}
+// PSColocated is a synchronous round with a server beside every worker:
+// each node sends its p-1 foreign shards and receives p-1 back, which costs
+// what the ring costs (the same messages, bytes and additions).
+func PSColocated(net Network, p int, n float64) float64 { return Ring(net, p, n) }
 
 // Predict gives every strategy's prediction on p nodes. A strategy that
 // cannot run there (parameter servers on too few nodes) is left out.

@@ -96,12 +96,8 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 	perStep := t[0] / float64(sb.Steps)
 	sps := float64(b*w.Size()) / perStep
 	perRank := sps * float64(flops) / float64(w.Size()) / 1e9
-	name := cfg.Model
-	if cfg.Model == "resnet" {
-		name = fmt.Sprintf("resnet-%d", cfg.Depth)
-	}
 	fmt.Fprintf(out, "# train bench step: %s, %d parameters, %.1f MFLOP (GEMM) per training sample, %dx%dx%d inputs (%s)\n",
-		name, r.model.Params.Len(), float64(flops)/1e6, r.train.C, r.train.H, r.train.W, r.train.Name)
+		cfg.modelName(), r.model.Params.Len(), float64(flops)/1e6, r.train.C, r.train.H, r.train.W, r.train.Name)
 	fmt.Fprintf(out, "# %d rank(s) x batch %d, %s, allreduce %s, batchnorm %s; %d warm-up + %d timed steps\n",
 		w.Size(), b, r.blas, cfg.Allreduce, cfg.BN, sb.Warmup, sb.Steps)
 	fmt.Fprintf(out, "# SGEMM 1024^3 on every rank at once: %.1f GFLOP/s per rank (slowest %.1f)\n", sgemm, gemmMin[0])

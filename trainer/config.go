@@ -113,6 +113,22 @@ func (c *Config) augment() (crop, flip bool, err error) {
 	return crop, flip, nil
 }
 
+// modelName names the network for logs: the model, with ResNet's depth.
+func (c *Config) modelName() string {
+	if c.Model == "resnet" {
+		return fmt.Sprintf("resnet-%d", c.Depth)
+	}
+	return c.Model
+}
+
+// trainers is how many of size ranks train: all but the parameter servers.
+func (c *Config) trainers(size int) int {
+	if strings.HasPrefix(c.Strategy, "ps-") {
+		return size - c.Servers
+	}
+	return size
+}
+
 // Validate checks what can be checked without data or MPI.
 func (c *Config) Validate() error {
 	switch {

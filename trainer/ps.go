@@ -59,7 +59,7 @@ func (r *run) startPS() (bool, error) {
 	if c.Servers < 1 || c.Servers >= n {
 		return false, fmt.Errorf("--strategy ps-sync --servers %d: need at least one server and one worker among the %d ranks", c.Servers, n)
 	}
-	workers := n - c.Servers
+	workers := c.trainers(n)
 	server := world.Rank() >= workers
 	color := 0
 	if server {

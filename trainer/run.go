@@ -268,10 +268,7 @@ func (r *run) initialState() error {
 // from.
 func (r *run) recordStart() {
 	c := &r.cfg
-	name := c.Model
-	if c.Model == "resnet" {
-		name = fmt.Sprintf("resnet-%d", c.Depth)
-	}
+	name := c.modelName()
 	n := r.w.Size()
 	r.rep.record(runlog.Record{Type: "start", Step: r.state.Step, Model: name, Params: r.model.Params.Len(), WorldSize: n, Batch: n * c.BatchSize,
 		SlurmJob: os.Getenv("SLURM_JOB_ID"), Restart: os.Getenv("SLURM_RESTART_COUNT")})
@@ -290,12 +287,8 @@ func (r *run) resume(path string) error {
 	}
 	oldSize, _ := strconv.Atoi(s.Meta["world_size"])
 	oldBatch, _ := strconv.Atoi(s.Meta["batch_size"])
-	// Ranks that train: under ps-sync the servers do not (the split into
-	// workers and servers comes after this broadcast).
-	trainers := r.w.Size()
-	if strings.HasPrefix(r.cfg.Strategy, "ps-") {
-		trainers -= r.cfg.Servers
-	}
+	// The split into workers and servers comes after this broadcast.
+	trainers := r.cfg.trainers(r.w.Size())
 	spe := data.Sampler{N: r.train.N, Batch: r.cfg.BatchSize, Size: max(trainers, 1)}.StepsPerEpoch()
 	if g := r.cfg.BatchSize * trainers; oldSize*oldBatch != g && oldSize > 0 && oldBatch > 0 && g > 0 {
 		samples := s.StepInEpoch * oldSize * oldBatch
@@ -341,10 +334,7 @@ func (r *run) broadcastState() error {
 func (r *run) describe() {
 	c := &r.cfg
 	n := r.w.Size()
-	name := c.Model
-	if c.Model == "resnet" {
-		name = fmt.Sprintf("resnet-%d", c.Depth)
-	}
+	name := c.modelName()
 	_, flops := r.model.FLOPs()
 	r.rep.say("train: %s model, %d parameters, %.1f MFLOP per training sample; %s: %d training and %d test samples of %dx%dx%d\n",
 		name, r.model.Params.Len(), float64(flops)/1e6, r.train.Name, r.train.N, r.test.N, r.train.C, r.train.H, r.train.W)
