@@ -18,18 +18,27 @@ var smallResNet = []string{"--model", "resnet", "--depth", "8", "--data", "synth
 // TestResNetEquivalence: with synchronised BatchNorm and augmentation on,
 // N ranks of batch B reach the parameters and running statistics of one
 // process with batch N x B (np = 1, 2, 3).
+//
+// The run is 8 steps. Equal up to rounding holds only until rounding
+// moves a ReLU input across zero: that element's gradient then jumps, and
+// on these random labels (tiny gradients) one such crossing moves a
+// momentum buffer by 1.3%. Measured while writing the C kernels: with one
+// variant np=3 and np=1 agreed to 2e-6 at step 10 and differed by 1.3e-2
+// at step 12, and the same jump came at np=1 from nothing but another
+// summation order in one GEMM; with the kernels as they are, 1.9e-6 at
+// step 8, 3.0e-6 at 10, 6.9e-6 at 12.
 func TestResNetEquivalence(t *testing.T) {
 	dir := t.TempDir()
 	run := func(np, batch int) map[string][]float32 {
 		ck := filepath.Join(dir, strconv.Itoa(np))
-		r := mustTrain(t, np, append(smallResNet, "--batch-size", strconv.Itoa(batch), "--max-steps", "12", "--checkpoint-dir", ck)...)
+		r := mustTrain(t, np, append(smallResNet, "--batch-size", strconv.Itoa(batch), "--max-steps", "8", "--checkpoint-dir", ck)...)
 		if _, ranks, _ := finalCRC(t, r); ranks != np {
 			t.Fatalf("np=%d: replica check on %d ranks", np, ranks)
 		}
 		if !strings.Contains(r.stdout, "batchnorm sync") || !strings.Contains(r.stdout, "augment crop (pad 4) and flip") {
 			t.Errorf("np=%d: not the intended setup:\n%s", np, r.stdout)
 		}
-		return tensors(t, filepath.Join(ck, "step-00000012.safetensors"))
+		return tensors(t, filepath.Join(ck, "step-00000008.safetensors"))
 	}
 	ref := run(1, 24)
 	for _, np := range []int{2, 3} {

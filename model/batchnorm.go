@@ -27,10 +27,12 @@ type BatchNorm2d struct {
 	c, hw         int
 	mode          *Mode
 	bmean, invstd []float64 // statistics of the last training forward
+	meanf, invf   []float32 // the same in float, for the kernels
+	meanlo        []float32 // mean - meanf: the mean is meanf + meanlo
 	count         float64   // global number of values per channel
 	sums          []float64
 	relu          bool      // a ReLU fused after the normalisation
-	scale, shift  []float32 // per-channel affine of the last forward
+	scale         []float32 // per-channel gamma*invstd of the last forward
 	ka, kb, kc    []float32 // per-channel terms of dx
 }
 
@@ -51,9 +53,10 @@ func NewBatchNorm2d(p *Params, mode *Mode, prefix string, c, h, w int) *BatchNor
 		batches: p.AddInt64Buffer(prefix + ".num_batches_tracked"),
 		bmean:   make([]float64, c),
 		invstd:  make([]float64, c),
-		sums:    make([]float64, 2*c+1),
-		scale:   make([]float32, c), shift: make([]float32, c),
-		ka: make([]float32, c), kb: make([]float32, c), kc: make([]float32, c),
+		meanf:   make([]float32, c), invf: make([]float32, c), meanlo: make([]float32, c),
+		sums:  make([]float64, 2*c+1),
+		scale: make([]float32, c),
+		ka:    make([]float32, c), kb: make([]float32, c), kc: make([]float32, c),
 	}
 }
 
@@ -87,24 +90,19 @@ func (l *BatchNorm2d) Forward(y, x []float32, n int) {
 	C := l.c
 	g, b := l.W.Of(l.p.Data), l.B.Of(l.p.Data)
 	rows := n * l.hw
-	scale, shift := l.scale, l.shift
+	scale := l.scale
 	if !l.mode.Training {
 		rm, rv := l.mean.Of(l.p.Buffers), l.vari.Of(l.p.Buffers)
 		for ch := range C {
 			s := g[ch] / float32(math.Sqrt(float64(rv[ch])+bnEps))
-			scale[ch], shift[ch] = s, b[ch]-rm[ch]*s
+			scale[ch] = s
 		}
-		affine(y, x, scale, shift, rows, C, l.relu)
+		affine(y, x, rm, scale, b, rows, C, l.relu)
 		return
 	}
 	s := l.sums
 	clear(s)
-	for r := range rows {
-		for ch, v := range x[r*C : (r+1)*C] {
-			s[ch] += float64(v)
-			s[C+ch] += float64(v) * float64(v)
-		}
-	}
+	bnStats(x, rows, C, s)
 	s[2*C] = float64(rows)
 	if l.mode.Reduce != nil {
 		l.mode.Reduce(s)
@@ -117,8 +115,9 @@ func (l *BatchNorm2d) Forward(y, x []float32, n int) {
 		vari := max(s[C+ch]/m-mean*mean, 0)
 		l.bmean[ch] = mean
 		l.invstd[ch] = 1 / math.Sqrt(vari+bnEps)
-		sc := float64(g[ch]) * l.invstd[ch]
-		scale[ch], shift[ch] = float32(sc), float32(float64(b[ch])-mean*sc)
+		l.meanf[ch], l.invf[ch] = float32(mean), float32(l.invstd[ch])
+		l.meanlo[ch] = float32(mean - float64(l.meanf[ch]))
+		scale[ch] = float32(float64(g[ch]) * l.invstd[ch])
 		unbiased := vari
 		if m > 1 {
 			unbiased = vari * m / (m - 1)
@@ -127,34 +126,7 @@ func (l *BatchNorm2d) Forward(y, x []float32, n int) {
 		rv[ch] = float32((1-bnMomentum)*float64(rv[ch]) + bnMomentum*unbiased)
 	}
 	*l.p.Int64(l.batches)++
-	affine(y, x, scale, shift, rows, C, l.relu)
-}
-
-// affine sets y = x*scale + shift per channel over rows of C values, then
-// max(y, 0) with relu.
-func affine(y, x, scale, shift []float32, rows, C int, relu bool) {
-	for r := range rows {
-		xr, yr := x[r*C:(r+1)*C], y[r*C:(r+1)*C]
-		if relu {
-			for ch, v := range xr {
-				yr[ch] = max(v*scale[ch]+shift[ch], 0)
-			}
-			continue
-		}
-		for ch, v := range xr {
-			yr[ch] = v*scale[ch] + shift[ch]
-		}
-	}
-}
-
-// masked is d where a ReLU's output y is positive, else 0, without a
-// branch: the mask is unpredictable and Go compiles float selects to
-// branches, which mispredict half the time. y >= +0 (max(v, 0) gives +0,
-// never -0), so y is inactive exactly when its bits are all zero; b|-b has
-// its sign bit set for any other b, and shifting it down makes the mask.
-func masked(d, y float32) float32 {
-	b := int32(math.Float32bits(y))
-	return math.Float32frombits(math.Float32bits(d) & uint32((b|-b)>>31))
+	affine(y, x, l.meanf, scale, b, rows, C, l.relu)
 }
 
 // Backward of training-mode normalisation: dgamma += sum(dy*xhat), dbeta
@@ -166,17 +138,7 @@ func (l *BatchNorm2d) Backward(dx, dy, x, y []float32, n int) {
 	rows := n * l.hw
 	s := l.sums[:2*C]
 	clear(s)
-	for r := range rows {
-		xr, dr, yr := x[r*C:(r+1)*C], dy[r*C:(r+1)*C], y[r*C:(r+1)*C]
-		for ch, d := range dr {
-			if l.relu {
-				d = masked(d, yr[ch])
-			}
-			xhat := (float64(xr[ch]) - l.bmean[ch]) * l.invstd[ch]
-			s[ch] += float64(d)
-			s[C+ch] += float64(d) * xhat
-		}
-	}
+	bnGradSums(x, dy, y, rows, C, l.meanf, l.meanlo, l.invf, l.relu, s)
 	dg, db := l.W.Of(l.p.Grad), l.B.Of(l.p.Grad)
 	for ch := range C {
 		db[ch] += float32(s[ch])
@@ -190,7 +152,7 @@ func (l *BatchNorm2d) Backward(dx, dy, x, y []float32, n int) {
 	}
 	g := l.W.Of(l.p.Data)
 	m := l.count
-	// dx = a*dy + b*x + c per channel, with xhat expanded.
+	// dx = a*dy + b*(x-mean) + c per channel, with xhat expanded.
 	a, bx, c0 := l.ka, l.kb, l.kc
 	for ch := range C {
 		k := float64(g[ch]) * l.invstd[ch]
@@ -198,18 +160,7 @@ func (l *BatchNorm2d) Backward(dx, dy, x, y []float32, n int) {
 		// k*(dy - mdy - (x-mean)*invstd*mdyx)
 		a[ch] = float32(k)
 		bx[ch] = float32(-k * l.invstd[ch] * mdyx)
-		c0[ch] = float32(-k*mdy + k*l.invstd[ch]*mdyx*l.bmean[ch])
+		c0[ch] = float32(-k * mdy)
 	}
-	for r := range rows {
-		xr, dr, yr, out := x[r*C:(r+1)*C], dy[r*C:(r+1)*C], y[r*C:(r+1)*C], dx[r*C:(r+1)*C]
-		if l.relu {
-			for ch, d := range dr {
-				out[ch] = a[ch]*masked(d, yr[ch]) + bx[ch]*xr[ch] + c0[ch]
-			}
-			continue
-		}
-		for ch, d := range dr {
-			out[ch] = a[ch]*d + bx[ch]*xr[ch] + c0[ch]
-		}
-	}
+	bnDx(dx, dy, x, y, rows, C, l.meanf, a, bx, c0, l.relu)
 }

@@ -79,18 +79,14 @@ func (b *BasicBlock) Forward(y, x []float32, n int) {
 		b.scBN.Forward(b.s2, b.s1, n)
 		short = b.s2
 	}
-	for i, v := range b.b2[:o] {
-		y[i] = max(v+short[i], 0)
-	}
+	addReLU(y, b.b2, short, o)
 }
 
 // Backward through both branches; dx is the sum of their input gradients.
 func (b *BasicBlock) Backward(dx, dy, x, y []float32, n int) {
 	o := n * b.out
 	g := b.g[:o] // gradient of the sum before the last ReLU
-	for i, v := range y[:o] {
-		g[i] = masked(dy[i], v)
-	}
+	reluMask(g, dy, y, o)
 	// Residual branch, last layer first.
 	b.bn2.Backward(b.t1, g, b.c2, b.b2, n)      // t1 = d c2
 	b.conv2.Backward(b.t2, b.t1, b.b1, b.c2, n) // t2 = d b1

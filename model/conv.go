@@ -93,45 +93,6 @@ func (c *Conv2D) im2col(cols, x []float32, n int) {
 	im2col(cols, x, n, c.inC, c.inH, c.inW, c.k, c.stride, c.pad, c.outH, c.outW)
 }
 
-// im2col fills cols (n*oh*ow, k*k*C) from x (n, h, w, C), NHWC, for a
-// k x k window with the given stride and zero padding. In NHWC the k taps
-// of one kernel row are k*C contiguous values of x, so a kernel row inside
-// the image is one copy; only rows touching the padding go tap by tap.
-func im2col(cols, x []float32, n, C, h, w, k, stride, pad, oh, ow int) {
-	K, kc, size := k*k*C, k*C, h*w*C
-	row := 0
-	for b := range n {
-		img := x[b*size : (b+1)*size]
-		for y := range oh {
-			for xo := range ow {
-				r := cols[row*K : (row+1)*K]
-				iw0 := xo*stride - pad
-				inside := iw0 >= 0 && iw0+k <= w
-				for i := range k {
-					ih := y*stride - pad + i
-					d := r[i*kc : (i+1)*kc]
-					switch {
-					case ih < 0 || ih >= h:
-						clear(d)
-					case inside:
-						copy(d, img[(ih*w+iw0)*C:(ih*w+iw0+k)*C])
-					default:
-						for j := range k {
-							iw := iw0 + j
-							if iw < 0 || iw >= w {
-								clear(d[j*C : (j+1)*C])
-							} else {
-								copy(d[j*C:(j+1)*C], img[(ih*w+iw)*C:(ih*w+iw+1)*C])
-							}
-						}
-					}
-				}
-				row++
-			}
-		}
-	}
-}
-
 // col2im adds dcols (n*outH*outW, kdim) into dx, the inverse scatter,
 // a kernel row at a time where it lies inside the image.
 func (c *Conv2D) col2im(dx, dcols []float32, n int) {
@@ -175,40 +136,70 @@ func (c *Conv2D) col2im(dx, dcols []float32, n int) {
 	}
 }
 
-// cols builds the im2col matrix of x in the model's shared scratch.
-// Backward builds it again rather than keeping one per layer: measured,
-// one buffer that stays in cache beats 19 read back from DRAM.
-func (c *Conv2D) cols(x []float32, n int) []float32 {
+// chunkBytes bounds the im2col matrix of one GEMM: the batch is cut into
+// chunks of images whose matrix fits the core's L2 cache, so the GEMM
+// reads back what im2col just wrote instead of a matrix of tens of MB
+// streamed through DRAM twice. Measured on ResNet-20 (see BENCHMARKS.md).
+var chunkBytes = 1 << 20
+
+// chunk is the number of images per im2col chunk, at least one.
+func chunk(perImage int) int {
+	return max(1, chunkBytes/(4*perImage))
+}
+
+// cols builds the im2col matrix of images [b0, b1) of x in the model's
+// shared scratch. Backward builds it again rather than keeping one per
+// layer: measured, one buffer that stays in cache beats 19 read back from
+// DRAM.
+func (c *Conv2D) cols(x []float32, b0, b1 int) []float32 {
 	if c.direct() {
-		return x[:n*c.InSize()]
+		return x[b0*c.InSize() : b1*c.InSize()]
 	}
-	cols := c.scr.get(n * c.outH * c.outW * c.kdim())
-	c.im2col(cols, x, n)
+	cols := c.scr.get((b1 - b0) * c.outH * c.outW * c.kdim())
+	c.im2col(cols, x[b0*c.InSize():b1*c.InSize()], b1-b0)
 	return cols
+}
+
+// step is the number of images per chunk of this layer's im2col.
+func (c *Conv2D) step() int {
+	if c.direct() {
+		return 1 << 30
+	}
+	return chunk(c.outH * c.outW * c.kdim())
 }
 
 // Forward: y (n, outH, outW, outC) = conv(x (n, inH, inW, inC)).
 func (c *Conv2D) Forward(y, x []float32, n int) {
-	rows, K := n*c.outH*c.outW, c.kdim()
+	K, P := c.kdim(), c.outH*c.outW
 	c.permute()
-	cols := c.cols(x, n)
 	beta := float32(0)
 	if c.bias {
 		b := c.B.Of(c.p.Data)
-		for r := range rows {
+		for r := range n * P {
 			copy(y[r*c.outC:(r+1)*c.outC], b)
 		}
 		beta = 1
 	}
-	sgemm(false, true, rows, c.outC, K, 1, cols, K, c.wt, K, beta, y, c.outC)
+	for b0 := 0; b0 < n; b0 += c.step() {
+		b1 := min(n, b0+c.step())
+		cols := c.cols(x, b0, b1)
+		sgemm(false, true, (b1-b0)*P, c.outC, K, 1, cols, K, c.wt, K, beta, y[b0*P*c.outC:], c.outC)
+	}
 }
 
 // Backward: dW += dy^T cols (permuted back), db += column sums of dy, and
 // unless dx is nil, dx = col2im(dy W).
 func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
-	rows, K := n*c.outH*c.outW, c.kdim()
-	cols := c.cols(x, n)
-	sgemm(true, false, c.outC, K, rows, 1, dy, c.outC, cols, K, 0, c.dwt, K)
+	rows, K, P := n*c.outH*c.outW, c.kdim(), c.outH*c.outW
+	for b0 := 0; b0 < n; b0 += c.step() {
+		b1 := min(n, b0+c.step())
+		cols := c.cols(x, b0, b1)
+		beta := float32(1)
+		if b0 == 0 {
+			beta = 0
+		}
+		sgemm(true, false, c.outC, K, (b1-b0)*P, 1, dy[b0*P*c.outC:], c.outC, cols, K, beta, c.dwt, K)
+	}
 	dw := c.W.Of(c.p.Grad)
 	kk := c.k * c.k
 	for o := range c.outC {
@@ -239,10 +230,13 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 		c.backwardStride1(dx, dy, n)
 		return
 	}
-	dcols := c.scr.get(rows * K) // cols is no longer needed
-	sgemm(false, false, rows, K, c.outC, 1, dy, c.outC, c.wt, K, 0, dcols, K)
 	clear(dx[:n*c.InSize()])
-	c.col2im(dx, dcols, n)
+	for b0 := 0; b0 < n; b0 += c.step() {
+		b1 := min(n, b0+c.step())
+		dcols := c.scr.get((b1 - b0) * P * K)
+		sgemm(false, false, (b1-b0)*P, K, c.outC, 1, dy[b0*P*c.outC:], c.outC, c.wt, K, 0, dcols, K)
+		c.col2im(dx[b0*c.InSize():b1*c.InSize()], dcols, b1-b0)
+	}
 }
 
 // backwardStride1 computes dx of a stride-1 convolution as the forward
@@ -267,9 +261,12 @@ func (c *Conv2D) backwardStride1(dx, dy []float32, n int) {
 			}
 		}
 	}
-	kd := k * k * O
-	rows := n * c.inH * c.inW
-	cols := c.scr.get(rows * kd)
-	im2col(cols, dy, n, O, c.outH, c.outW, k, 1, k-1-c.pad, c.inH, c.inW)
-	sgemm(false, false, rows, C, kd, 1, cols, kd, c.wflip, C, 0, dx, C)
+	kd, P := k*k*O, c.inH*c.inW
+	step := chunk(P * kd)
+	for b0 := 0; b0 < n; b0 += step {
+		b1 := min(n, b0+step)
+		cols := c.scr.get((b1 - b0) * P * kd)
+		im2col(cols, dy[b0*c.OutSize():b1*c.OutSize()], b1-b0, O, c.outH, c.outW, k, 1, k-1-c.pad, c.inH, c.inW)
+		sgemm(false, false, (b1-b0)*P, C, kd, 1, cols, kd, c.wflip, C, 0, dx[b0*P*C:], C)
+	}
 }

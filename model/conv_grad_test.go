@@ -285,15 +285,28 @@ func TestResNetGrad(t *testing.T) {
 	t.Logf("checked %d of %d sampled parameters (%d in the model) on kink-free steps", checked, len(idx), p.Len())
 }
 
-func TestMasked(t *testing.T) {
+func TestReLUKernels(t *testing.T) {
+	inf, negz := float32(math.Inf(1)), float32(math.Copysign(0, -1))
 	for _, tc := range []struct{ d, y, want float32 }{
-		{2, 1, 2}, {2, 0, 0}, {-3, 1e-38, -3}, {5, float32(math.Inf(1)), 5}, {-1, 0, 0},
+		{2, 1, 2}, {2, 0, 0}, {-3, 1e-38, -3}, {5, inf, 5}, {-1, 0, 0}, {4, negz, 0}, {4, -2, 0},
 	} {
-		if got := masked(tc.d, tc.y); got != tc.want {
-			t.Errorf("masked(%v, %v) = %v, want %v", tc.d, tc.y, got, tc.want)
+		// Lengths 1 and 37 take the vector loop and its scalar tail.
+		for _, n := range []int{1, 37} {
+			g, dy, y := make([]float32, n), make([]float32, n), make([]float32, n)
+			for i := range n {
+				dy[i], y[i] = tc.d, tc.y
+			}
+			reluMask(g, dy, y, n)
+			if g[n-1] != tc.want || g[0] != tc.want {
+				t.Errorf("reluMask(%v, %v) = %v, want %v (n %d)", tc.d, tc.y, g[n-1], tc.want, n)
+			}
 		}
 	}
-	if z := max(float32(math.Copysign(0, -1)), 0); math.Float32bits(z) != 0 {
-		t.Errorf("max(-0, 0) has bits %x: ReLU outputs could be -0", math.Float32bits(z))
+	a, b, y := []float32{1, -2, 0, negz, 3}, []float32{-1, 1, negz, negz, inf}, make([]float32, 5)
+	addReLU(y, a, b, 5)
+	for i, want := range []float32{0, 0, 0, 0, inf} {
+		if y[i] != want || math.Signbit(float64(y[i])) {
+			t.Errorf("addReLU at %d = %v, want %v (never -0)", i, y[i], want)
+		}
 	}
 }

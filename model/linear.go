@@ -83,13 +83,7 @@ func (r *ReLU) Backward(dx, dy, _, y []float32, n int) {
 	if dx == nil {
 		return
 	}
-	for i, v := range y[:n*r.size] {
-		if v > 0 {
-			dx[i] = dy[i]
-		} else {
-			dx[i] = 0
-		}
-	}
+	reluMask(dx, dy, y, n*r.size)
 }
 
 func (l *Linear) flops() (fwd, dw, dx int64) {

@@ -1,0 +1,142 @@
+#include "kernels.h"
+
+// Each function is compiled twice on x86-64, for AVX2+FMA and for the
+// baseline, and the loader picks the one the CPU runs (GCC function
+// multi-versioning), so one binary is fast on new machines and still runs
+// on old ones.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VEC __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define VEC
+#endif
+
+// s[c] += sum of x, s[C+c] += sum of x*x, per channel c, in double (the
+// variance is E[x^2] - E[x]^2, which float sums would spoil).
+VEC void k_bn_stats(const float *x, size_t rows, size_t C, double *s) {
+	for (size_t r = 0; r < rows; r++) {
+		const float *xr = x + r * C;
+		for (size_t c = 0; c < C; c++) {
+			double v = xr[c];
+			s[c] += v;
+			s[C + c] += v * v;
+		}
+	}
+}
+
+// y = (x-mean)*scale + beta per channel, then max(y, 0) under relu.
+VEC void k_affine(float *y, const float *x, const float *mean, const float *scale, const float *beta, size_t rows, size_t C, int relu) {
+	for (size_t r = 0; r < rows; r++) {
+		const float *xr = x + r * C;
+		float *yr = y + r * C;
+		if (relu) {
+			for (size_t c = 0; c < C; c++) {
+				float v = (xr[c] - mean[c]) * scale[c] + beta[c];
+				yr[c] = v > 0 ? v : 0;
+			}
+		} else {
+			for (size_t c = 0; c < C; c++) yr[c] = (xr[c] - mean[c]) * scale[c] + beta[c];
+		}
+	}
+}
+
+// s[c] += sum of d, s[C+c] += sum of d*xhat with xhat = (x-mean)*invstd
+// and d = dy masked by y > 0 under relu. The mean comes as a float pair
+// hi + lo: x - hi is exact for x near the mean, so xhat keeps float's
+// precision relative to the deviation, not to the mean (a float mean
+// alone costs |mean|/std times that). Blocks of 32 rows are summed in
+// float, then added to the double totals: summing into the double array
+// element by element was four times slower (a store-to-load chain per row).
+VEC void k_bn_grad_sums(const float *x, const float *dy, const float *y, size_t rows, size_t C,
+                        const float *mhi, const float *mlo, const float *invstd, int relu, double *s) {
+	float a[C], p[C];
+	for (size_t r0 = 0; r0 < rows; r0 += 32) {
+		size_t r1 = r0 + 32 < rows ? r0 + 32 : rows;
+		for (size_t c = 0; c < C; c++) a[c] = p[c] = 0;
+		for (size_t r = r0; r < r1; r++) {
+			const float *xr = x + r * C, *dr = dy + r * C, *yr = y + r * C;
+			for (size_t c = 0; c < C; c++) {
+				float d = dr[c];
+				if (relu) d = yr[c] > 0 ? d : 0;
+				a[c] += d;
+				p[c] += d * (((xr[c] - mhi[c]) - mlo[c]) * invstd[c]);
+			}
+		}
+		for (size_t c = 0; c < C; c++) {
+			s[c] += a[c];
+			s[C + c] += p[c];
+		}
+	}
+}
+
+// dx = a*d + b*(x-mean) + c per channel, d being dy masked by y > 0 under
+// relu.
+VEC void k_bn_dx(float *dx, const float *dy, const float *x, const float *y, size_t rows, size_t C,
+                 const float *mean, const float *a, const float *b, const float *c, int relu) {
+	for (size_t r = 0; r < rows; r++) {
+		const float *xr = x + r * C, *dr = dy + r * C, *yr = y + r * C;
+		float *o = dx + r * C;
+		if (relu) {
+			for (size_t k = 0; k < C; k++) {
+				float d = yr[k] > 0 ? dr[k] : 0;
+				o[k] = a[k] * d + b[k] * (xr[k] - mean[k]) + c[k];
+			}
+		} else {
+			for (size_t k = 0; k < C; k++) o[k] = a[k] * dr[k] + b[k] * (xr[k] - mean[k]) + c[k];
+		}
+	}
+}
+
+// y = max(a+b, 0): a residual block's join.
+VEC void k_add_relu(float *y, const float *a, const float *b, size_t n) {
+	for (size_t i = 0; i < n; i++) {
+		float v = a[i] + b[i];
+		y[i] = v > 0 ? v : 0;
+	}
+}
+
+// g = dy where y > 0, else 0: the gradient through a ReLU with output y.
+VEC void k_relu_mask(float *g, const float *dy, const float *y, size_t n) {
+	for (size_t i = 0; i < n; i++) g[i] = y[i] > 0 ? dy[i] : 0;
+}
+
+// im2col fills cols (n*oh*ow, k*k*C) from x (n, h, w, C), NHWC, for a
+// k x k window with the given stride and zero padding. Each row of cols is
+// one output pixel's window ordered (i, j, c); in NHWC the k taps of one
+// kernel row are k*C contiguous values of x, so a kernel row inside the
+// image is one short copy, which an inline vector loop does faster than
+// a call to memmove.
+VEC void k_im2col(float *cols, const float *x, size_t n, size_t C, size_t h, size_t w, size_t k,
+                  size_t stride, size_t pad, size_t oh, size_t ow) {
+	size_t K = k * k * C, kc = k * C, size = h * w * C;
+	float *r = cols;
+	for (size_t b = 0; b < n; b++) {
+		const float *img = x + b * size;
+		for (size_t yo = 0; yo < oh; yo++) {
+			for (size_t xo = 0; xo < ow; xo++, r += K) {
+				long iw0 = (long)(xo * stride) - (long)pad;
+				int inside = iw0 >= 0 && iw0 + (long)k <= (long)w;
+				for (size_t i = 0; i < k; i++) {
+					long ih = (long)(yo * stride + i) - (long)pad;
+					float *d = r + i * kc;
+					if (ih < 0 || ih >= (long)h) {
+						for (size_t q = 0; q < kc; q++) d[q] = 0;
+					} else if (inside) {
+						const float *s = img + ((size_t)ih * w + (size_t)iw0) * C;
+						for (size_t q = 0; q < kc; q++) d[q] = s[q];
+					} else {
+						for (size_t j = 0; j < k; j++) {
+							long iw = iw0 + (long)j;
+							float *dj = d + j * C;
+							if (iw < 0 || iw >= (long)w) {
+								for (size_t q = 0; q < C; q++) dj[q] = 0;
+							} else {
+								const float *s = img + ((size_t)ih * w + (size_t)iw) * C;
+								for (size_t q = 0; q < C; q++) dj[q] = s[q];
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

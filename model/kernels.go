@@ -1,0 +1,101 @@
+package model
+
+/*
+#cgo CFLAGS: -O3
+#include "kernels.h"
+*/
+import "C"
+
+import "unsafe"
+
+// im2col and the element-wise passes of BatchNorm, ReLU and the residual
+// join are C (kernels.c), because Go does not vectorise: with them
+// ResNet-20's training step (BenchmarkStep, one thread) went from 250 to
+// 194 ms, after chunked im2col had taken it from 314 to 250 (see
+// docs/BENCHMARKS.md). Each wrapper checks the lengths the C code relies
+// on.
+
+func f32(v []float32) *C.float  { return (*C.float)(unsafe.Pointer(unsafe.SliceData(v))) }
+func f64(v []float64) *C.double { return (*C.double)(unsafe.Pointer(unsafe.SliceData(v))) }
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}
+func need(n int, vs ...[]float32) {
+	for _, v := range vs {
+		if len(v) < n {
+			panic("model: kernel buffer too short")
+		}
+	}
+}
+
+// bnStats adds per-channel sums of x and x*x to s[:C] and s[C:2C].
+func bnStats(x []float32, rows, c int, s []float64) {
+	need(rows*c, x)
+	if len(s) < 2*c {
+		panic("model: kernel buffer too short")
+	}
+	C.k_bn_stats(f32(x), C.size_t(rows), C.size_t(c), f64(s))
+}
+
+// affine sets y = (x-mean)*scale + beta per channel over rows of c
+// values, then max(y, 0) with relu. (Subtracting the mean first, as
+// PyTorch does, keeps a constant channel exactly 0.)
+func affine(y, x, mean, scale, beta []float32, rows, c int, relu bool) {
+	need(rows*c, y, x)
+	need(c, mean, scale, beta)
+	C.k_affine(f32(y), f32(x), f32(mean), f32(scale), f32(beta), C.size_t(rows), C.size_t(c), cbool(relu))
+}
+
+// bnGradSums adds per-channel sums of d and d*xhat to s[:C] and s[C:2C],
+// d being dy masked by y > 0 under relu and xhat (x-mean)*invstd, with
+// the mean given as the float pair mhi + mlo.
+func bnGradSums(x, dy, y []float32, rows, c int, mhi, mlo, invstd []float32, relu bool, s []float64) {
+	need(rows*c, x, dy)
+	if relu {
+		need(rows*c, y)
+	}
+	need(c, mhi, mlo, invstd)
+	if len(s) < 2*c {
+		panic("model: kernel buffer too short")
+	}
+	C.k_bn_grad_sums(f32(x), f32(dy), f32(y), C.size_t(rows), C.size_t(c), f32(mhi), f32(mlo), f32(invstd), cbool(relu), f64(s))
+}
+
+// bnDx sets dx = a*d + b*(x-mean) + k per channel, d being dy masked by
+// y > 0 under relu.
+func bnDx(dx, dy, x, y []float32, rows, c int, mean, a, b, k []float32, relu bool) {
+	need(rows*c, dx, dy, x)
+	if relu {
+		need(rows*c, y)
+	}
+	need(c, mean, a, b, k)
+	C.k_bn_dx(f32(dx), f32(dy), f32(x), f32(y), C.size_t(rows), C.size_t(c), f32(mean), f32(a), f32(b), f32(k), cbool(relu))
+}
+
+// addReLU sets y = max(a+b, 0) over n values.
+func addReLU(y, a, b []float32, n int) {
+	need(n, y, a, b)
+	C.k_add_relu(f32(y), f32(a), f32(b), C.size_t(n))
+}
+
+// reluMask sets g = dy where y > 0, else 0, over n values.
+func reluMask(g, dy, y []float32, n int) {
+	need(n, g, dy, y)
+	C.k_relu_mask(f32(g), f32(dy), f32(y), C.size_t(n))
+}
+
+// im2col fills cols (n*oh*ow, k*k*ch) from x (n, h, w, ch), NHWC, for a
+// k x k window with the given stride and zero padding: each row is one
+// output pixel's window ordered (i, j, channel).
+func im2col(cols, x []float32, n, ch, h, w, k, stride, pad, oh, ow int) {
+	need(n*oh*ow*k*k*ch, cols)
+	need(n*h*w*ch, x)
+	if n == 0 {
+		return
+	}
+	z := func(v int) C.size_t { return C.size_t(v) }
+	C.k_im2col(f32(cols), f32(x), z(n), z(ch), z(h), z(w), z(k), z(stride), z(pad), z(oh), z(ow))
+}
