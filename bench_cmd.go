@@ -38,6 +38,21 @@ func benchStepFlags() []cli.Flag {
 	return flags
 }
 
+// benchStrategyFlags are the training flags, with --servers 2: the K of
+// the "ps-sync K servers" row.
+func benchStrategyFlags() []cli.Flag {
+	flags := slices.Clone(trainFlags)
+	for i, f := range flags {
+		if f == serversFlag {
+			d := *serversFlag
+			d.Value = 2
+			d.Usage = "K of the row \"ps-sync K servers\" (the other parameter-server rows have one)"
+			flags[i] = &d
+		}
+	}
+	return flags
+}
+
 // `train bench ...`: measurements under mpirun, printed by rank 0.
 
 var benchCommand = &cli.Command{
@@ -54,6 +69,21 @@ var benchCommand = &cli.Command{
 			cfg := trainConfig(c)
 			return withWorld(c, func(w *mpi.World) error {
 				return trainer.BenchStep(w, cfg, trainer.StepBench{Warmup: c.Int("warmup"), Steps: c.Int("steps")}, c.App.Writer)
+			})
+		},
+	}, {
+		Name:  "strategies",
+		Usage: "the same model and data under each strategy: throughput, communication wait, bytes per rank per step",
+		UsageText: "mpirun -np N train bench strategies [--model mlp] [--steps 200] [--servers 2] [--staleness 4] [--sync-every 8] [--csv]\n" +
+			"Rows: allreduce ring and mpi, ps-sync with 1 and --servers servers, ps-async with 1 server, local-sgd; takes every training option.",
+		Flags: append(benchStrategyFlags(), &cli.IntFlag{Name: "steps", Value: 200, Usage: "timed steps per strategy"},
+			&cli.IntFlag{Name: "warmup", Value: 20, Usage: "untimed steps first"},
+			&cli.BoolFlag{Name: "csv", Usage: "machine-readable output"}),
+		Action: func(c *cli.Context) error {
+			cfg := trainConfig(c)
+			sb := trainer.StrategyBench{Warmup: c.Int("warmup"), Steps: c.Int("steps"), Servers: cfg.Servers, CSV: c.Bool("csv")}
+			return withWorld(c, func(w *mpi.World) error {
+				return trainer.BenchStrategies(w, cfg, sb, c.App.Writer, c.App.ErrWriter)
 			})
 		},
 	}, {

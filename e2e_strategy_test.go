@@ -203,3 +203,62 @@ func TestPSAsync(t *testing.T) {
 	}
 	t.Logf("ps-async np=4 --staleness 4: %s%% after 10 epochs; staleness max %s, mean %s", acc[1], m[2], m[3])
 }
+
+// TestBenchStrategies runs `train bench strategies` at np=4 on a small MLP
+// and checks each row's traffic against what the strategy must move per
+// step: the ring 2(N-1)/N of the gradient per rank, MPI_Allreduce the
+// gradient as a collective, a lone synchronous server every worker's
+// gradient in and the parameters out, local SGD one ring of parameters
+// and momentum every 8 steps.
+func TestBenchStrategies(t *testing.T) {
+	r := mustTrain(t, 4, "bench", "strategies", "--data", "synthetic", "--synthetic-shape", "1x8x8", "--synthetic-samples", "512",
+		"--model", "mlp", "--hidden", "32", "--batch-size", "16", "--steps", "16", "--warmup", "0", "--sync-every", "8", "--csv")
+	const params = 64*32 + 32 + 32*10 + 10
+	const L = 4.0 * params // bytes of the gradient
+	rows := map[string][]float64{}
+	var names []string
+	for _, line := range strings.Split(r.stdout, "\n") {
+		f := strings.Split(line, ",")
+		if len(f) != 10 || f[0] == "strategy" {
+			continue
+		}
+		var v []float64
+		for _, x := range f[1:] {
+			n, err := strconv.ParseFloat(x, 64)
+			if err != nil {
+				t.Fatalf("row %q: %v", line, err)
+			}
+			v = append(v, n)
+		}
+		rows[f[0]], names = v, append(names, f[0])
+	}
+	want := []string{"allreduce ring", "allreduce mpi", "ps-sync 1 server", "ps-sync 2 servers", "ps-async 1 server staleness 4", "local-sgd sync every 8"}
+	if strings.Join(names, "|") != strings.Join(want, "|") {
+		t.Fatalf("rows %q, want %q\n%s", names, want, r.stdout)
+	}
+	// Columns after the name: workers, servers, samples/s, ms/step, comm
+	// ms, sent, received, busiest rank, collective (bytes per step).
+	near := func(row string, col int, want, tol float64) {
+		t.Helper()
+		if got := rows[row][col]; got < want*(1-tol)-0.5 || got > want*(1+tol)+0.5 {
+			t.Errorf("%s: column %d = %.1f, want %.1f (within %.0f%%)\n%s", row, col+2, got, want, 100*tol, r.stdout)
+		}
+	}
+	for _, name := range want {
+		if v := rows[name]; v[2] <= 0 || v[3] <= 0 {
+			t.Errorf("%s: samples/s %v ms/step %v", name, v[2], v[3])
+		}
+	}
+	near("allreduce ring", 5, 1.5*L, 0) // exact: sum over ranks of 2L minus two chunks
+	near("allreduce ring", 6, 1.5*L, 0)
+	near("allreduce mpi", 5, 0, 0)
+	near("allreduce mpi", 8, L, 0.01) // plus the stop check's 8 bytes a step
+	near("ps-sync 1 server", 0, 3, 0)
+	near("ps-sync 1 server", 7, 2*3*L, 0.01) // plus 24-byte headers
+	near("ps-sync 2 servers", 0, 2, 0)
+	near("ps-sync 2 servers", 7, 2*2*L/2, 0.01)
+	near("local-sgd sync every 8", 5, 1.5*2*L/8, 0)
+	if c := rows["allreduce ring"][4]; c > rows["allreduce ring"][3] {
+		t.Errorf("ring: communication wait %.2f ms longer than the step %.2f ms", c, rows["allreduce ring"][3])
+	}
+}

@@ -21,6 +21,7 @@ func (w *World) SendInt64(buf []int64, dest, tag int) error {
 	if len(buf) > 0 {
 		p = unsafe.Pointer(&buf[0])
 	}
+	traffic.sent.Add(8 * int64(len(buf)))
 	return errorf(C.tr_send(w.comm, p, C.int(len(buf)), cI64, C.int(dest), C.int(tag)), w.rank, "MPI_Send")
 }
 
@@ -34,6 +35,7 @@ func (w *World) SendFloat32(buf []float32, dest, tag int) error {
 	if len(buf) > 0 {
 		p = unsafe.Pointer(&buf[0])
 	}
+	traffic.sent.Add(4 * int64(len(buf)))
 	return errorf(C.tr_send(w.comm, p, C.int(len(buf)), cF32, C.int(dest), C.int(tag)), w.rank, "MPI_Send(float32)")
 }
 
@@ -46,6 +48,7 @@ func (w *World) RecvFloat32(buf []float32, source, tag int) error {
 	if len(buf) > 0 {
 		p = unsafe.Pointer(&buf[0])
 	}
+	traffic.recv.Add(4 * int64(len(buf)))
 	return errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cF32, C.int(source), C.int(tag)), w.rank, "MPI_Recv(float32)")
 }
 
@@ -77,5 +80,6 @@ func (w *World) RecvInt64(buf []int64, source, tag int) error {
 	if len(buf) > 0 {
 		p = unsafe.Pointer(&buf[0])
 	}
+	traffic.recv.Add(8 * int64(len(buf)))
 	return errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cI64, C.int(source), C.int(tag)), w.rank, "MPI_Recv")
 }

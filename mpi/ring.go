@@ -67,6 +67,8 @@ func (w *World) RingAllreduceFloat32(buf []float32, op Op) error {
 		if reduce {
 			red = 1
 		}
+		traffic.sent.Add(4 * int64(shi-slo))
+		traffic.recv.Add(4 * int64(rhi-rlo))
 		rc := C.tr_ring_step(w.ring, C.int(left), C.int(right),
 			(*C.float)(ptr(buf, slo, shi)), C.long(shi-slo),
 			(*C.float)(ptr(buf, rlo, rhi)), C.long(rhi-rlo),

@@ -53,11 +53,33 @@ func checkRing(t *testing.T, w *mpi.World, length int, op mpi.Op, seg int) {
 		exact[i] = float32((i%1000)*(r+1) - 300)
 	}
 	viaMPI := slices.Clone(exact)
+	before := mpi.Counted()
 	if err := w.RingAllreduceFloat32(exact, op); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
+	// The traffic counters see what the ring moves: every chunk but the
+	// one it completes in reduce-scatter, every chunk but the one its left
+	// neighbour completes in all-gather; as much received as sent.
+	if n := w.Size(); n > 1 {
+		got := mpi.Counted().Sub(before)
+		q, rem := length/n, length%n
+		chunk := func(i int) int64 {
+			if i < rem {
+				return int64(q + 1)
+			}
+			return int64(q)
+		}
+		want := 4 * (2*int64(length) - chunk((r+1)%n) - chunk((r+2)%n))
+		if got.Sent != want || got.Collective != 0 {
+			t.Fatalf("%s: counted %+v, want %d bytes sent and no collective", name, got, want)
+		}
+	}
+	before = mpi.Counted()
 	if err := w.AllreduceFloat32(viaMPI, op); err != nil {
 		t.Fatal(err)
+	}
+	if got := mpi.Counted().Sub(before); got.Collective != 4*int64(length) || got.Sent != 0 {
+		t.Fatalf("%s: MPI_Allreduce counted %+v, want %d collective bytes", name, got, 4*length)
 	}
 	for i := range exact {
 		if op == mpi.Sum && exact[i] != viaMPI[i] {

@@ -181,6 +181,7 @@ func allreduce[T float32 | float64 | int64](w *World, buf []T, typ C.int, op Op,
 	if len(buf) == 0 {
 		return nil
 	}
+	traffic.coll.Add(int64(len(buf)) * int64(unsafe.Sizeof(buf[0])))
 	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), int(unsafe.Sizeof(buf[0])), func(p unsafe.Pointer, n int) C.int {
 		return C.tr_allreduce(w.comm, p, C.int(n), typ, op.c())
 	})
@@ -201,6 +202,7 @@ func bcast[T byte | float32 | int64](w *World, buf []T, typ C.int, root int, nam
 	if len(buf) == 0 {
 		return nil
 	}
+	traffic.coll.Add(int64(len(buf)) * int64(unsafe.Sizeof(buf[0])))
 	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), int(unsafe.Sizeof(buf[0])), func(p unsafe.Pointer, n int) C.int {
 		return C.tr_bcast(w.comm, p, C.int(n), typ, C.int(root))
 	})

@@ -59,6 +59,9 @@ func (r *run) loop() error {
 		idx := r.sampler.Epoch(s.Epoch)
 		for s.StepInEpoch < spe && !done() && r.stopBy == "" {
 			r.prog.at(s.Step)
+			if r.bench != nil && s.Step-firstStep == r.bench.warmup {
+				r.bench.begin()
+			}
 			if err := r.fault.fire(r.w.Rank(), s.Step); err != nil {
 				return err
 			}
@@ -72,6 +75,9 @@ func (r *run) loop() error {
 			}
 			took := time.Since(st.start)
 			stepTime += took
+			if r.bench != nil {
+				r.bench.wait += st.wait
+			}
 			r.met.observeStep(&st, b, lr)
 			r.traceStep(&st, s.Step, took)
 			s.Step++
@@ -79,8 +85,12 @@ func (r *run) loop() error {
 			if c.Strategy == "local-sgd" {
 				r.diverged = true
 				if s.Step%c.SyncEvery == 0 {
+					t := time.Now()
 					if err := r.average(); err != nil {
 						return err
+					}
+					if r.bench != nil {
+						r.bench.wait += time.Since(t)
 					}
 				}
 			}
@@ -138,14 +148,19 @@ func (r *run) loop() error {
 		if s.StepInEpoch < spe {
 			break // stopped by --max-steps or a signal inside the epoch
 		}
-		if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
-			return err
+		if r.bench == nil {
+			if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
+				return err
+			}
 		}
 		s.Epoch++
 		s.StepInEpoch = 0
 		epochStats, epochStart = stats{}, time.Now()
 	}
-	if s.StepInEpoch > 0 && r.stopBy == "" { // a stopped job has no time for an evaluation
+	if r.bench != nil {
+		r.bench.end(s.Step - firstStep)
+	}
+	if s.StepInEpoch > 0 && r.stopBy == "" && r.bench == nil { // a stopped job has no time for an evaluation
 		if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
 			return err
 		}

@@ -71,6 +71,7 @@ func (r *run) startPS() (bool, error) {
 	}
 	ps := &psClient{world: world, workers: workers, shards: psShards(r.model.Params.Len(), c.Servers)}
 	r.ps = ps
+	r.freePS = func() { sub.Free() }
 	if server {
 		return true, nil
 	}
@@ -79,6 +80,8 @@ func (r *run) startPS() (bool, error) {
 		if r.bn, err = sub.Dup(); err != nil {
 			return false, err
 		}
+		bn := r.bn
+		r.freePS = func() { bn.Free(); sub.Free() }
 	}
 	r.sampler = data.Sampler{N: r.train.N, Batch: c.BatchSize, Rank: sub.Rank(), Size: sub.Size(), Seed: c.Seed}
 	spe := r.sampler.StepsPerEpoch()
@@ -234,6 +237,9 @@ func (r *run) serveAsync(params []float32, opt optim.Optimizer, mine map[string]
 				grad[i] *= inv
 			}
 			version++
+			if r.bench != nil {
+				r.bench.steps = version / W // updates per worker, on average
+			}
 			if !opt.Step(params, grad, float32(lr), version) {
 				return fmt.Errorf("server rank %d: update %d: the gradients are not finite (NaN or Inf); lower --lr", r.w.Rank(), version)
 			}
@@ -276,6 +282,11 @@ func (r *run) serve() error {
 	mine := opt.State()
 	for _, n := range names {
 		copy(mine[n], full[n][lo:hi])
+	}
+	if r.bench != nil {
+		r.bench.server = true
+		start := mpi.Counted()
+		defer func() { r.bench.traffic = mpi.Counted().Sub(start) }()
 	}
 	if r.cfg.Strategy == "ps-async" {
 		return r.serveAsync(params, opt, mine, names)
@@ -333,6 +344,9 @@ func (r *run) serve() error {
 		inv := 1 / float32(ps.workers)
 		for i := range sum {
 			sum[i] *= inv
+		}
+		if r.bench != nil {
+			r.bench.steps = t
 		}
 		if !opt.Step(params, sum, float32(lr), t) {
 			return fmt.Errorf("server rank %d: update %d: the averaged gradients are not finite (NaN or Inf); lower --lr", r.w.Rank(), t)

@@ -58,6 +58,8 @@ type run struct {
 	stopBy      string                        // the signal that stopped the run, "" if none
 	reduce      func([]float32, mpi.Op) error // the --allreduce algorithm
 	ps          *psClient                     // ps-sync: the servers
+	freePS      func()                        // frees the communicators startPS made
+	bench       *benchCounters                // `train bench strategies` reads these; nil otherwise
 	diverged    bool                          // local-sgd: local steps since the last average
 }
 
@@ -68,6 +70,13 @@ type run struct {
 // caller must abort the job).
 func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 	r := &run{w: w, cfg: cfg, rep: quiet(), errw: errw, lastSaved: -1}
+	return r.job(out)
+}
+
+// job is Run's body, on the run r.
+func (r *run) job(out io.Writer) error {
+	w := r.w
+	errw := r.errw
 	if err := agree(w, r.cfg.Validate()); err != nil {
 		return err
 	}
@@ -121,6 +130,9 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 		server, err := r.startPS()
 		if err := agree(w, err); err != nil {
 			return err
+		}
+		if r.freePS != nil {
+			defer r.freePS()
 		}
 		if server {
 			return r.serve()
