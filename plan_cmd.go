@@ -32,6 +32,7 @@ var planCommand = &cli.Command{
 		&cli.IntFlag{Name: "servers", Value: 1, Usage: "parameter servers (separate nodes) for ps-sync and ps-async"},
 		&cli.IntFlag{Name: "sync-every", Value: 8, Usage: "local-sgd: steps between averages"},
 		&cli.Float64Flag{Name: "state-copies", Value: 1, Usage: "optimizer state local-sgd averages, in copies of the parameters (SGD momentum 1, Adam 2, none 0)"},
+		&cli.BoolFlag{Name: "csv", Usage: "machine-readable output"},
 	},
 	Action: func(c *cli.Context) error {
 		ch, h, w, err := data.ParseShape(c.String("input"))
@@ -61,6 +62,15 @@ var planCommand = &cli.Command{
 			return fmt.Errorf("--sync-every must be at least 1 and --state-copies not negative")
 		}
 		out := c.App.Writer
+		if c.Bool("csv") {
+			fmt.Fprintln(out, "nodes,strategy,workers,comm_ms,step_ms,efficiency,samples_per_s")
+			for _, p := range nodes {
+				for _, pr := range plan.Predict(net, job, p) {
+					fmt.Fprintf(out, "%d,%s,%d,%.4f,%.4f,%.4f,%.1f\n", p, pr.Strategy, pr.Workers, pr.CommS*1e3, pr.StepS*1e3, pr.Efficiency, pr.SamplesS)
+				}
+			}
+			return nil
+		}
 		fmt.Fprintf(out, "# train plan: %s, %d parameters (%.2f MB of gradients), compute %.3g ms/step, batch %d per worker\n",
 			m.Config.Kind, m.Params.Len(), bytes/1e6, job.ComputeS*1e3, job.BatchPerRank)
 		fmt.Fprintf(out, "# link %.4g Gbit/s, latency %.4g us, reduction %.4g GB/s; %d parameter server(s); local-sgd every %d steps; no overlap assumed\n",
