@@ -262,3 +262,48 @@ func TestBenchStrategies(t *testing.T) {
 		t.Errorf("ring: communication wait %.2f ms longer than the step %.2f ms", c, rows["allreduce ring"][3])
 	}
 }
+
+// TestPSColocated: --colocate runs the servers as goroutines beside the
+// workers of ranks 0..K-1 (SINGA's server_worker_separate: false). Two
+// ranks with one or two colocated servers reach allreduce's parameters and
+// momentum (rank 0 fetches the state from the servers, its own included);
+// ps-async colocated with --staleness 0 and plain SGD equals ps-sync; a
+// resumed colocated run is bit-exact.
+func TestPSColocated(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--log-every", "20"}
+	run := func(name string, args ...string) map[string][]float32 {
+		ck := filepath.Join(dir, name)
+		r := mustTrain(t, 2, append(append(common, "--checkpoint-dir", ck), args...)...)
+		if _, ranks, _ := finalCRC(t, r); ranks != 2 {
+			t.Fatalf("%s: replica check on %d ranks, want 2 (every rank trains)", name, ranks)
+		}
+		return tensors(t, filepath.Join(ck, "step-00000040.safetensors"))
+	}
+	same := func(what string, ref, got map[string][]float32) {
+		t.Helper()
+		if len(got) != len(ref) {
+			t.Fatalf("%s: %d tensors, want %d", what, len(got), len(ref))
+		}
+		for name, want := range ref {
+			if d := relDiff(want, got[name]); d > 1e-5 {
+				t.Errorf("%s: %s differs by %.3g (relative)", what, name, d)
+			}
+		}
+	}
+	ref := run("allreduce")
+	for _, k := range []string{"1", "2"} {
+		same("ps-sync --colocate --servers "+k, ref, run("col-"+k, "--strategy", "ps-sync", "--colocate", "--servers", k))
+	}
+	plain := []string{"--momentum", "0", "--colocate", "--servers", "2"}
+	same("ps-async --colocate --staleness 0 against ps-sync --colocate",
+		run("sync-plain", append(plain, "--strategy", "ps-sync")...),
+		run("async-plain", append(plain, "--strategy", "ps-async", "--staleness", "0")...))
+	if !resumeIsExact(t, 2, "--strategy", "ps-sync", "--colocate", "--servers", "2", "--hidden", "64,32", "--batch-size", "32", "--log-every", "20") {
+		t.Error("ps-sync --colocate: the resumed run's final checkpoint differs from the uninterrupted run's")
+	}
+	r := trainRun(t, 3, time.Minute, nil, "--strategy", "ps-sync", "--colocate", "--servers", "4", "--max-steps", "2")
+	if r.code == 0 || !strings.Contains(r.stderr, "--colocate --servers 4: need 1 to 3 servers") {
+		t.Errorf("--colocate --servers 4 on 3 ranks: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}

@@ -57,6 +57,7 @@ var (
 	deviceFlag   = &cli.StringFlag{Name: "device", Value: "cpu", Usage: "where to train: cpu, or cuda (GPU of local rank % GPUs; the CUDA path is being built)", EnvVars: env("DEVICE"), Category: catDist}
 	strategyFlag = &cli.StringFlag{Name: "strategy", Value: "allreduce", Usage: "how replicas stay in step: allreduce (gradients every step), ps-sync or ps-async (parameter servers, --servers, --staleness) or local-sgd (local steps, parameters and optimizer state averaged every --sync-every steps)", EnvVars: env("STRATEGY"), Category: catDist}
 	serversFlag  = &cli.IntFlag{Name: "servers", Value: 1, Usage: "ps-sync, ps-async: parameter servers, the last ranks (the rest are workers)", EnvVars: env("SERVERS"), Category: catDist}
+	colocateFlag = &cli.BoolFlag{Name: "colocate", Usage: "ps-sync, ps-async: run the --servers servers beside workers, in ranks 0..K-1 (SINGA's server_worker_separate: false), instead of on ranks of their own", EnvVars: env("COLOCATE"), Category: catDist}
 	staleFlag    = &cli.IntFlag{Name: "staleness", Value: 4, Usage: "ps-async: updates a worker may run ahead of the slowest (0: synchronous rounds, -1: no bound)", EnvVars: env("STALENESS"), Category: catDist}
 	syncEvery    = &cli.IntFlag{Name: "sync-every", Value: 8, Usage: "local-sgd: average the replicas every N steps (1: every step)", EnvVars: env("SYNC_EVERY"), Category: catDist}
 	overlapFlag  = &cli.BoolFlag{Name: "overlap", Value: true, Usage: "allreduce each bucket while backward computes the layers below it (--overlap=false: after backward)", EnvVars: env("OVERLAP"), Category: catDist}
@@ -85,7 +86,7 @@ var trainFlags = []cli.Flag{
 	modelFlag, hiddenFlag, depthFlag, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
 	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
-	deviceFlag, strategyFlag, syncEvery, serversFlag, staleFlag, arFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, stallWarn, stallTimeout,
+	deviceFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, arFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, stallWarn, stallTimeout,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, logFileFlag, plotFlag, progressFlag,
 }
@@ -102,7 +103,7 @@ func trainConfig(c *cli.Context) trainer.Config {
 		Momentum: c.Float64(momFlag.Name), Nesterov: c.Bool(nestFlag.Name), WeightDecay: c.Float64(wdFlag.Name),
 		Beta1: c.Float64(beta1Flag.Name), Beta2: c.Float64(beta2Flag.Name), Eps: c.Float64(epsFlag.Name),
 		ClipGradNorm: c.Float64(clipFlag.Name), Seed: c.Uint64(seedFlag.Name),
-		Device: c.String(deviceFlag.Name), Strategy: c.String(strategyFlag.Name), SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Staleness: c.Int(staleFlag.Name),
+		Device: c.String(deviceFlag.Name), Strategy: c.String(strategyFlag.Name), SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name), Staleness: c.Int(staleFlag.Name),
 		Allreduce: c.String(arFlag.Name), BucketMB: c.Float64(bucketFlag.Name), Overlap: c.Bool(overlapFlag.Name),
 		BN: c.String(bnFlag.Name), Threads: c.Int(threadsFlag.Name),
 		StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name),

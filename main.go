@@ -144,8 +144,15 @@ var timelineCommand = &cli.Command{
 
 // trainAction trains: the root command.
 func trainAction(c *cli.Context) error {
+	cfg := trainConfig(c)
+	if cfg.Colocate && os.Getenv("OMPI_MCA_mpi_yield_when_idle") == "" {
+		// A colocated server's thread shares its rank's core with the
+		// worker; OpenMPI waits by spinning unless told to yield (read at
+		// MPI_Init, so set before it). Measured: 4x faster steps.
+		os.Setenv("OMPI_MCA_mpi_yield_when_idle", "1")
+	}
 	return withWorld(c, func(w *mpi.World) error {
-		return trainer.Run(w, trainConfig(c), c.App.Writer, c.App.ErrWriter)
+		return trainer.Run(w, cfg, c.App.Writer, c.App.ErrWriter)
 	})
 }
 

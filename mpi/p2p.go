@@ -55,8 +55,16 @@ func (w *World) RecvFloat32(buf []float32, source, tag int) error {
 // Probe reports whether a message with tag has arrived from any rank, and
 // from which, without waiting.
 func (w *World) Probe(tag int) (source int, ok bool, err error) {
+	return w.ProbeFrom(-1, tag)
+}
+
+// ProbeFrom is Probe for a message from rank from (any rank if from < 0).
+// With it a thread can wait for a message without spinning inside MPI,
+// which a thread sharing its core with another cannot afford (colocated
+// parameter servers).
+func (w *World) ProbeFrom(from, tag int) (source int, ok bool, err error) {
 	var flag, src C.int
-	if err := errorf(C.tr_iprobe(w.comm, C.int(tag), &flag, &src), w.rank, "MPI_Iprobe"); err != nil {
+	if err := errorf(C.tr_iprobe(w.comm, C.int(from), C.int(tag), &flag, &src), w.rank, "MPI_Iprobe"); err != nil {
 		return 0, false, err
 	}
 	return int(src), flag != 0, nil

@@ -172,9 +172,9 @@ int tr_send(MPI_Comm c, const void *buf, int count, int type, int dest, int tag)
 	return MPI_Send(buf, count, tr_type(type), dest, tag, c);
 }
 
-int tr_iprobe(MPI_Comm c, int tag, int *flag, int *source) {
+int tr_iprobe(MPI_Comm c, int from, int tag, int *flag, int *source) {
 	MPI_Status st;
-	int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, c, flag, &st);
+	int rc = MPI_Iprobe(from < 0 ? MPI_ANY_SOURCE : from, tag, c, flag, &st);
 	if (rc == MPI_SUCCESS && *flag) *source = st.MPI_SOURCE;
 	return rc;
 }

@@ -45,6 +45,7 @@ type Config struct {
 	Strategy  string // "allreduce" or "local-sgd"
 	SyncEvery int    // local-sgd: steps between averages
 	Servers   int    // ps-*: the last Servers ranks are parameter servers
+	Colocate  bool   // ps-*: the servers run beside workers, in ranks 0..Servers-1
 	Staleness int    // ps-async: how many updates a worker may run ahead of the slowest (-1: no bound)
 	Allreduce string
 	BucketMB  float64 // gradient bucket size; 0: one bucket
@@ -123,7 +124,7 @@ func (c *Config) modelName() string {
 
 // trainers is how many of size ranks train: all but the parameter servers.
 func (c *Config) trainers(size int) int {
-	if strings.HasPrefix(c.Strategy, "ps-") {
+	if strings.HasPrefix(c.Strategy, "ps-") && !c.Colocate {
 		return size - c.Servers
 	}
 	return size
@@ -158,6 +159,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--strategy %q: choose allreduce, ps-sync, ps-async or local-sgd", c.Strategy)
 	case c.Staleness < -1:
 		return fmt.Errorf("--staleness %d: 0 or more, or -1 for no bound", c.Staleness)
+	case c.Colocate && !strings.HasPrefix(c.Strategy, "ps-"):
+		return fmt.Errorf("--colocate with --strategy %s: it places parameter servers; use --strategy ps-sync or ps-async", c.Strategy)
 	case strings.HasPrefix(c.Strategy, "ps-") && c.ClipGradNorm > 0:
 		return fmt.Errorf("--clip-grad-norm with --strategy ps-sync: the servers see only their shards of the gradient; clip with allreduce")
 	case c.SyncEvery < 1:

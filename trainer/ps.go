@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
+	"time"
 
 	"train/data"
 	"train/mpi"
@@ -21,8 +23,13 @@ import (
 )
 
 const (
-	tagPSHeader = 0x5053
-	tagPSData   = 0x5054
+	// Each direction has its own tags: a colocated worker and the server
+	// beside it send to and receive from the same rank, and a gradient on
+	// its way to the server must never match the worker's receive of the
+	// reply (MPI matches on source, tag and communicator only).
+	tagPSHeader = 0x5053 // worker -> server: kind, update, lr
+	tagPSData   = 0x5054 // server -> worker: parameters, optimizer state
+	tagPSGrad   = 0x5055 // worker -> server: a gradient shard
 
 	psStop  = 0 // training is over
 	psStep  = 1 // a gradient follows; the updated shard goes back
@@ -32,9 +39,43 @@ const (
 
 // psClient is a worker's view of the servers.
 type psClient struct {
-	world   *mpi.World // every rank: the servers are ranks workers..size-1
-	workers int
-	shards  [][2]int // server s holds [shards[s][0], shards[s][1])
+	world     *mpi.World // every rank: the servers are ranks workers..size-1, or 0..K-1 colocated
+	workers   int        // ranks 0..workers-1
+	shards    [][2]int   // server s holds [shards[s][0], shards[s][1])
+	colocated bool
+	served    chan error // colocated: the result of this rank's server goroutine; nil if none
+}
+
+// await returns once a message with tag from rank from (any rank if from
+// < 0) is waiting, and its source. A separate server blocks in MPI; a
+// colocated one polls with short sleeps instead, so that its thread leaves
+// the core to the worker beside it (MPI waits by spinning).
+func (ps *psClient) await(from, tag int) (int, error) {
+	if !ps.colocated {
+		if from >= 0 {
+			return from, nil // the blocking receive that follows waits
+		}
+		return ps.world.WaitAny(tag)
+	}
+	for i := 0; ; i++ {
+		src, ok, err := ps.world.ProbeFrom(from, tag)
+		if err != nil || ok {
+			return src, err
+		}
+		if i < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
+}
+
+// server is the rank of shard s's server.
+func (ps *psClient) server(s int) int {
+	if ps.colocated {
+		return s
+	}
+	return ps.workers + s
 }
 
 // psShards cuts n elements into k contiguous shards whose lengths differ
@@ -56,8 +97,14 @@ func (r *run) startPS() (bool, error) {
 	c := &r.cfg
 	world := r.w
 	n := world.Size()
-	if c.Servers < 1 || c.Servers >= n {
-		return false, fmt.Errorf("--strategy ps-sync --servers %d: need at least one server and one worker among the %d ranks", c.Servers, n)
+	if c.Colocate && (c.Servers < 1 || c.Servers > n) {
+		return false, fmt.Errorf("--strategy %s --colocate --servers %d: need 1 to %d servers (one per rank at most)", c.Strategy, c.Servers, n)
+	}
+	if !c.Colocate && (c.Servers < 1 || c.Servers >= n) {
+		return false, fmt.Errorf("--strategy %s --servers %d: need at least one server and one worker among the %d ranks (or --colocate)", c.Strategy, c.Servers, n)
+	}
+	if c.Colocate {
+		return false, r.startColocated()
 	}
 	workers := c.trainers(n)
 	server := world.Rank() >= workers
@@ -95,6 +142,42 @@ func (r *run) startPS() (bool, error) {
 	return false, nil
 }
 
+// startColocated places the servers beside the workers (--colocate):
+// every rank trains, and ranks 0..K-1 also run shard s = rank's server in
+// a goroutine, on a communicator of their own (a Dup of the world, so the
+// servers' messages never meet the loop's collectives). The server keeps a
+// copy of its shard: the worker beside it has its own replica. MPI runs
+// with MPI_THREAD_MULTIPLE, so the goroutine's blocking calls and the
+// worker's may run at once.
+func (r *run) startColocated() error {
+	c := &r.cfg
+	pw, err := r.w.Dup()
+	if err != nil {
+		return err
+	}
+	ps := &psClient{world: pw, workers: r.w.Size(), shards: psShards(r.model.Params.Len(), c.Servers), colocated: true}
+	r.ps = ps
+	r.freePS = func() { pw.Free() }
+	if s := r.w.Rank(); s < c.Servers {
+		// The server goroutine needs a P of its own while the worker's
+		// goroutine sits in a blocking MPI call: with one (a rank bound to
+		// one core), it waits for the runtime to notice, milliseconds.
+		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2))
+		ps.served = make(chan error, 1)
+		go func() {
+			err := r.serve()
+			if err != nil {
+				// The worker beside it may be waiting for this server's
+				// answer: only aborting the job frees it.
+				fmt.Fprintf(r.errw, "train: rank %d: server: %v\n", r.w.Rank(), err)
+				r.w.Abort(1)
+			}
+			ps.served <- err
+		}()
+	}
+	return nil
+}
+
 // exchange pushes this worker's gradient (t is the update's number) and
 // pulls the servers' updated parameters. Workers send to the servers in
 // the same order and servers take workers in rank order, so no cycle of
@@ -102,16 +185,16 @@ func (r *run) startPS() (bool, error) {
 func (ps *psClient) exchange(params, grads []float32, lr float64, t int) error {
 	hdr := []int64{psStep, int64(t), int64(math.Float64bits(lr))}
 	for s, sh := range ps.shards {
-		if err := ps.world.SendInt64(hdr, ps.workers+s, tagPSHeader); err != nil {
+		if err := ps.world.SendInt64(hdr, ps.server(s), tagPSHeader); err != nil {
 			return err
 		}
-		if err := ps.world.SendFloat32(grads[sh[0]:sh[1]], ps.workers+s, tagPSData); err != nil {
+		if err := ps.world.SendFloat32(grads[sh[0]:sh[1]], ps.server(s), tagPSGrad); err != nil {
 			return err
 		}
 	}
 	for s, sh := range ps.shards {
-		if err := ps.world.RecvFloat32(params[sh[0]:sh[1]], ps.workers+s, tagPSData); err != nil {
-			return fmt.Errorf("from server rank %d: %w", ps.workers+s, err)
+		if err := ps.world.RecvFloat32(params[sh[0]:sh[1]], ps.server(s), tagPSData); err != nil {
+			return fmt.Errorf("from server rank %d: %w", ps.server(s), err)
 		}
 	}
 	return nil
@@ -122,12 +205,12 @@ func (ps *psClient) exchange(params, grads []float32, lr float64, t int) error {
 func (ps *psClient) fetchState(params []float32, state map[string][]float32) error {
 	names := slices.Sorted(maps.Keys(state))
 	for s, sh := range ps.shards {
-		if err := ps.world.SendInt64([]int64{psState, 0, 0}, ps.workers+s, tagPSHeader); err != nil {
+		if err := ps.world.SendInt64([]int64{psState, 0, 0}, ps.server(s), tagPSHeader); err != nil {
 			return err
 		}
 		for _, buf := range append([][]float32{params}, mapValues(state, names)...) {
-			if err := ps.world.RecvFloat32(buf[sh[0]:sh[1]], ps.workers+s, tagPSData); err != nil {
-				return fmt.Errorf("state from server rank %d: %w", ps.workers+s, err)
+			if err := ps.world.RecvFloat32(buf[sh[0]:sh[1]], ps.server(s), tagPSData); err != nil {
+				return fmt.Errorf("state from server rank %d: %w", ps.server(s), err)
 			}
 		}
 	}
@@ -138,11 +221,11 @@ func (ps *psClient) fetchState(params []float32, state map[string][]float32) err
 // worker has pushed all it will: the replicas then agree).
 func (ps *psClient) fetch(params []float32) error {
 	for s, sh := range ps.shards {
-		if err := ps.world.SendInt64([]int64{psFetch, 0, 0}, ps.workers+s, tagPSHeader); err != nil {
+		if err := ps.world.SendInt64([]int64{psFetch, 0, 0}, ps.server(s), tagPSHeader); err != nil {
 			return err
 		}
-		if err := ps.world.RecvFloat32(params[sh[0]:sh[1]], ps.workers+s, tagPSData); err != nil {
-			return fmt.Errorf("from server rank %d: %w", ps.workers+s, err)
+		if err := ps.world.RecvFloat32(params[sh[0]:sh[1]], ps.server(s), tagPSData); err != nil {
+			return fmt.Errorf("from server rank %d: %w", ps.server(s), err)
 		}
 	}
 	return nil
@@ -151,7 +234,7 @@ func (ps *psClient) fetch(params []float32) error {
 // stop tells every server that this worker is done.
 func (ps *psClient) stop() error {
 	for s := range ps.shards {
-		if err := ps.world.SendInt64([]int64{psStop, 0, 0}, ps.workers+s, tagPSHeader); err != nil {
+		if err := ps.world.SendInt64([]int64{psStop, 0, 0}, ps.server(s), tagPSHeader); err != nil {
 			return err
 		}
 	}
@@ -197,7 +280,7 @@ func (r *run) serveAsync(params []float32, opt optim.Optimizer, mine map[string]
 	}
 	inv := 1 / float32(W)
 	for stopped < W {
-		k, err := w.WaitAny(tagPSHeader)
+		k, err := ps.await(-1, tagPSHeader)
 		if err != nil {
 			return err
 		}
@@ -225,7 +308,7 @@ func (r *run) serveAsync(params []float32, opt optim.Optimizer, mine map[string]
 			if err := r.fault.fire(r.w.Rank(), t-1); err != nil {
 				return err
 			}
-			if err := w.RecvFloat32(grad, k, tagPSData); err != nil {
+			if err := w.RecvFloat32(grad, k, tagPSGrad); err != nil {
 				return err
 			}
 			stale := version - pulled[k]
@@ -237,7 +320,7 @@ func (r *run) serveAsync(params []float32, opt optim.Optimizer, mine map[string]
 				grad[i] *= inv
 			}
 			version++
-			if r.bench != nil {
+			if r.bench != nil && !ps.colocated {
 				r.bench.steps = version / W // updates per worker, on average
 			}
 			if !opt.Step(params, grad, float32(lr), version) {
@@ -271,8 +354,14 @@ func (r *run) serveAsync(params []float32, opt optim.Optimizer, mine map[string]
 func (r *run) serve() error {
 	ps := r.ps
 	s := r.w.Rank() - ps.workers
+	if ps.colocated {
+		s = r.w.Rank()
+	}
 	lo, hi := ps.shards[s][0], ps.shards[s][1]
 	params := r.model.Params.Data[lo:hi]
+	if ps.colocated {
+		params = slices.Clone(params) // the worker beside it trains on the model's buffer
+	}
 	opt, err := optim.New(r.cfg.optimConfig(), hi-lo)
 	if err != nil {
 		return err
@@ -283,7 +372,7 @@ func (r *run) serve() error {
 	for _, n := range names {
 		copy(mine[n], full[n][lo:hi])
 	}
-	if r.bench != nil {
+	if r.bench != nil && !ps.colocated {
 		r.bench.server = true
 		start := mpi.Counted()
 		defer func() { r.bench.traffic = mpi.Counted().Sub(start) }()
@@ -295,6 +384,9 @@ func (r *run) serve() error {
 	hdr := make([]int64, 3)
 	w := ps.world
 	for {
+		if _, err := ps.await(0, tagPSHeader); err != nil {
+			return err
+		}
 		if err := w.RecvInt64(hdr, 0, tagPSHeader); err != nil {
 			return err
 		}
@@ -308,6 +400,9 @@ func (r *run) serve() error {
 			continue
 		case psStop:
 			for k := 1; k < ps.workers; k++ {
+				if _, err := ps.await(k, tagPSHeader); err != nil {
+					return err
+				}
 				if err := w.RecvInt64(hdr, k, tagPSHeader); err != nil {
 					return err
 				}
@@ -324,17 +419,20 @@ func (r *run) serve() error {
 		if err := r.fault.fire(r.w.Rank(), t-1); err != nil { // tests: a failing server
 			return err
 		}
-		if err := w.RecvFloat32(sum, 0, tagPSData); err != nil {
+		if err := w.RecvFloat32(sum, 0, tagPSGrad); err != nil {
 			return err
 		}
 		for k := 1; k < ps.workers; k++ {
+			if _, err := ps.await(k, tagPSHeader); err != nil {
+				return err
+			}
 			if err := w.RecvInt64(hdr, k, tagPSHeader); err != nil {
 				return err
 			}
 			if hdr[0] != psStep || int(hdr[1]) != t {
 				return fmt.Errorf("server: worker rank %d is at update %d, worker 0 at %d", k, hdr[1], t)
 			}
-			if err := w.RecvFloat32(grad, k, tagPSData); err != nil {
+			if err := w.RecvFloat32(grad, k, tagPSGrad); err != nil {
 				return err
 			}
 			for i, g := range grad {
@@ -345,7 +443,7 @@ func (r *run) serve() error {
 		for i := range sum {
 			sum[i] *= inv
 		}
-		if r.bench != nil {
+		if r.bench != nil && !ps.colocated {
 			r.bench.steps = t
 		}
 		if !opt.Step(params, sum, float32(lr), t) {

@@ -140,7 +140,13 @@ func (r *run) job(out io.Writer) error {
 		if err := r.loop(); err != nil {
 			return err
 		}
-		return r.ps.stop()
+		if err := r.ps.stop(); err != nil {
+			return err
+		}
+		if r.ps.served != nil { // colocated: this rank's server ends once every worker stopped
+			return <-r.ps.served
+		}
+		return nil
 	}
 	return r.loop()
 }
