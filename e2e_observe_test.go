@@ -156,7 +156,7 @@ scrape_configs:
 	defer cancel()
 	job := mpitest.Command(ctx, 2, bin, "--epochs", "50", "--batch-size", "8", "--log-every", "500",
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", train),
-		"--pushgateway", fmt.Sprintf("http://127.0.0.1:%d", gw), "--push-every", "100")
+		"--pushgateway", fmt.Sprintf("http://127.0.0.1:%d", gw), "--pushgateway-every", "100")
 	job.Env = append(os.Environ(), "SLURM_JOB_ID=")
 	out, _ := os.Create(filepath.Join(dir, "train.log"))
 	job.Stdout, job.Stderr = out, out

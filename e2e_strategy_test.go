@@ -307,3 +307,57 @@ func TestPSColocated(t *testing.T) {
 		t.Errorf("--colocate --servers 4 on 3 ranks: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 }
+
+// TestDownpourPushFetch: ps-async's --push-every and --fetch-every
+// (Downpour's n_push and n_fetch). One worker pushing the sum of 4 steps'
+// gradients and fetching every 4 steps, with plain SGD at a constant rate,
+// takes the steps of one process with 4 times the batch and the rate
+// (1e-5); with 2 workers pushing every 2 and fetching every 3 steps for 43
+// steps, each server applies 22 pushes per worker (the last, a held step's
+// gradient, sent before the final fetch) and the replicas end identical;
+// a run stopped at step 21 resumes from there; the flags are refused
+// outside ps-async.
+func TestDownpourPushFetch(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--hidden", "64,32", "--lr-schedule", "constant", "--momentum", "0", "--log-every", "20"}
+	mustTrain(t, 1, append(common, "--batch-size", "64", "--lr", "0.04", "--max-steps", "10", "--checkpoint-dir", filepath.Join(dir, "ref"))...)
+	got := mustTrain(t, 2, append(common, "--batch-size", "16", "--lr", "0.01", "--max-steps", "40", "--checkpoint-dir", filepath.Join(dir, "dp"),
+		"--strategy", "ps-async", "--servers", "1", "--push-every", "4", "--fetch-every", "4")...)
+	if !strings.Contains(got.stderr, "ps-async server: 10 updates") {
+		t.Errorf("push every 4 steps of 40: want 10 updates\n%s", got.stderr)
+	}
+	a := tensors(t, filepath.Join(dir, "ref", "step-00000010.safetensors"))
+	b := tensors(t, filepath.Join(dir, "dp", "step-00000040.safetensors"))
+	for name, want := range a {
+		if d := relDiff(want, b[name]); d > 1e-5 {
+			t.Errorf("--push-every 4 --fetch-every 4: %s differs from batch x4 by %.3g (relative)", name, d)
+		}
+	}
+
+	r := mustTrain(t, 3, append(common, "--batch-size", "16", "--lr", "0.01", "--max-steps", "43",
+		"--strategy", "ps-async", "--servers", "1", "--staleness", "-1", "--push-every", "2", "--fetch-every", "3")...)
+	if _, ranks, _ := finalCRC(t, r); ranks != 2 {
+		t.Errorf("replica check on %d ranks, want the 2 workers", ranks)
+	}
+	if !strings.Contains(r.stderr, "ps-async server: 44 updates") {
+		t.Errorf("2 workers pushing every 2 steps of 43: want 44 updates\n%s", r.stderr)
+	}
+
+	// Resume under ps-async: rank 0 saved the servers' state at step 21
+	// (the held gradient of step 21 pushed first); a restart carries on.
+	ck := filepath.Join(dir, "resume")
+	resume := append(common, "--batch-size", "16", "--lr", "0.01", "--strategy", "ps-async", "--servers", "1", "--push-every", "2", "--checkpoint-dir", ck)
+	mustTrain(t, 3, append(resume, "--max-steps", "21")...)
+	r = mustTrain(t, 3, append(resume, "--max-steps", "30", "--resume")...)
+	if !strings.Contains(r.stdout, "step-00000021.safetensors (step 21") {
+		t.Errorf("ps-async --resume: not from step 21:\n%s", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(ck, "step-00000030.safetensors")); err != nil {
+		t.Errorf("ps-async --resume: %v", err)
+	}
+
+	r = trainRun(t, 2, time.Minute, nil, "--push-every", "2", "--max-steps", "2")
+	if r.code == 0 || !strings.Contains(r.stderr, "use them with --strategy ps-async") {
+		t.Errorf("--push-every with allreduce: exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+}

@@ -66,7 +66,9 @@ var (
 
 	metricsFlag  = &cli.StringFlag{Name: "metrics-addr", Value: ":9400", Usage: "serve Prometheus /metrics on HOST:PORT, each rank on PORT + its local rank (\"\": off)", EnvVars: env("METRICS_ADDR"), Category: catCkpt}
 	pushFlag     = &cli.StringFlag{Name: "pushgateway", Usage: "Prometheus Pushgateway URL: rank 0 pushes its metrics at the end (job train, or train_slurm_<id> in Slurm)", EnvVars: env("PUSHGATEWAY"), Category: catCkpt}
-	pushEvery    = &cli.IntFlag{Name: "push-every", Value: 0, Usage: "also push every N steps (0: only at the end)", EnvVars: env("PUSH_EVERY"), Category: catCkpt}
+	pushEvery    = &cli.IntFlag{Name: "pushgateway-every", Value: 0, Usage: "also push to the Pushgateway every N steps (0: only at the end)", EnvVars: env("PUSHGATEWAY_EVERY"), Category: catCkpt}
+	psPushFlag   = &cli.IntFlag{Name: "push-every", Value: 1, Usage: "ps-async: push the summed gradients every N steps (Downpour's n_push)", EnvVars: env("PUSH_EVERY"), Category: catDist}
+	psFetchFlag  = &cli.IntFlag{Name: "fetch-every", Value: 1, Usage: "ps-async: fetch the parameters every N steps (Downpour's n_fetch)", EnvVars: env("FETCH_EVERY"), Category: catDist}
 	timelineFlag = &cli.StringFlag{Name: "timeline", Usage: "write a Chrome trace (Perfetto, chrome://tracing) per rank: FILE.rankN.json", EnvVars: env("TIMELINE"), Category: catCkpt}
 	logFileFlag  = &cli.StringFlag{Name: "log-file", Usage: "rank 0 writes one JSON record per log line and evaluation (train plot reads it)", EnvVars: env("LOG_FILE"), Category: catCkpt}
 	progressFlag = &cli.StringFlag{Name: "progress", Value: "auto", Usage: "rank 0's live progress bar: auto (a terminal, not under mpirun or srun, which give ranks a terminal even when logging to a file), always, never", EnvVars: env("PROGRESS"), Category: catCkpt}
@@ -86,7 +88,7 @@ var trainFlags = []cli.Flag{
 	modelFlag, hiddenFlag, depthFlag, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
 	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
-	deviceFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, arFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, stallWarn, stallTimeout,
+	deviceFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, stallWarn, stallTimeout,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, logFileFlag, plotFlag, progressFlag,
 }
@@ -103,13 +105,13 @@ func trainConfig(c *cli.Context) trainer.Config {
 		Momentum: c.Float64(momFlag.Name), Nesterov: c.Bool(nestFlag.Name), WeightDecay: c.Float64(wdFlag.Name),
 		Beta1: c.Float64(beta1Flag.Name), Beta2: c.Float64(beta2Flag.Name), Eps: c.Float64(epsFlag.Name),
 		ClipGradNorm: c.Float64(clipFlag.Name), Seed: c.Uint64(seedFlag.Name),
-		Device: c.String(deviceFlag.Name), Strategy: c.String(strategyFlag.Name), SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name), Staleness: c.Int(staleFlag.Name),
+		Device: c.String(deviceFlag.Name), Strategy: c.String(strategyFlag.Name), SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name), PSPushEvery: c.Int(psPushFlag.Name), PSFetchEvery: c.Int(psFetchFlag.Name), Staleness: c.Int(staleFlag.Name),
 		Allreduce: c.String(arFlag.Name), BucketMB: c.Float64(bucketFlag.Name), Overlap: c.Bool(overlapFlag.Name),
 		BN: c.String(bnFlag.Name), Threads: c.Int(threadsFlag.Name),
 		StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name),
 		CheckpointDir: c.String(ckDirFlag.Name), CheckpointEvery: c.Int(ckEvery.Name), Keep: c.Int(keepFlag.Name),
 		Resume: c.Bool(resumeFlag.Name), LogEvery: c.Int(logFlag.Name),
-		MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushEvery: c.Int(pushEvery.Name),
+		MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushgatewayEvery: c.Int(pushEvery.Name),
 		Timeline: c.String(timelineFlag.Name), LogFile: c.String(logFileFlag.Name), Plot: c.String(plotFlag.Name),
 		Progress: c.String(progressFlag.Name),
 		Fault:    os.Getenv(trainer.FaultEnv), // tests only: not a flag

@@ -47,19 +47,23 @@ type Config struct {
 	Servers   int    // ps-*: the last Servers ranks are parameter servers
 	Colocate  bool   // ps-*: the servers run beside workers, in ranks 0..Servers-1
 	Staleness int    // ps-async: how many updates a worker may run ahead of the slowest (-1: no bound)
-	Allreduce string
-	BucketMB  float64 // gradient bucket size; 0: one bucket
-	Overlap   bool    // allreduce buckets during backward
-	BN        string  // "sync" or "local"
-	Threads   int     // BLAS threads per rank; 0: from the cores per local rank
+	// ps-async (Downpour's n_push, n_fetch): a worker pushes its summed
+	// gradients every PSPushEvery steps and fetches the parameters every
+	// PSFetchEvery steps; 1 and 1 is a push and a pull every step.
+	PSPushEvery, PSFetchEvery int
+	Allreduce                 string
+	BucketMB                  float64 // gradient bucket size; 0: one bucket
+	Overlap                   bool    // allreduce buckets during backward
+	BN                        string  // "sync" or "local"
+	Threads                   int     // BLAS threads per rank; 0: from the cores per local rank
 
-	MetricsAddr string // HOST:PORT; each rank serves PORT + local rank; "": off
-	Pushgateway string // URL; rank 0 pushes every PushEvery steps and at the end
-	PushEvery   int
-	Timeline    string // Chrome trace file; each rank writes TimelinePath(Timeline, rank)
-	LogFile     string // JSON lines on rank 0
-	Plot        string // PNG of the curves, written at the end on rank 0
-	Progress    string // "auto", "always", "never": rank 0's progress bar
+	MetricsAddr      string // HOST:PORT; each rank serves PORT + local rank; "": off
+	Pushgateway      string // URL; rank 0 pushes every PushgatewayEvery steps and at the end
+	PushgatewayEvery int
+	Timeline         string // Chrome trace file; each rank writes TimelinePath(Timeline, rank)
+	LogFile          string // JSON lines on rank 0
+	Plot             string // PNG of the curves, written at the end on rank 0
+	Progress         string // "auto", "always", "never": rank 0's progress bar
 
 	StallWarn    time.Duration // report ranks missing from a collective after this; 0: no watchdog
 	StallTimeout time.Duration // abort the job after this; 0: never
@@ -183,8 +187,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--stall-warn %v --stall-timeout %v: must not be negative", c.StallWarn, c.StallTimeout)
 	case c.StallTimeout > 0 && c.StallTimeout < c.StallWarn:
 		return fmt.Errorf("--stall-timeout %v is shorter than --stall-warn %v", c.StallTimeout, c.StallWarn)
-	case c.PushEvery < 0:
-		return fmt.Errorf("--push-every %d: must not be negative", c.PushEvery)
+	case c.PushgatewayEvery < 0:
+		return fmt.Errorf("--pushgateway-every %d: must not be negative", c.PushgatewayEvery)
+	case c.PSPushEvery < 1 || c.PSFetchEvery < 1:
+		return fmt.Errorf("--push-every %d --fetch-every %d: must be at least 1", c.PSPushEvery, c.PSFetchEvery)
+	case (c.PSPushEvery != 1 || c.PSFetchEvery != 1) && c.Strategy != "ps-async":
+		return fmt.Errorf("--push-every and --fetch-every are Downpour's: use them with --strategy ps-async (for the Pushgateway's interval see --pushgateway-every)")
 	case c.Pushgateway != "" && !validURL(c.Pushgateway):
 		return fmt.Errorf("--pushgateway %q: want an http:// or https:// URL", c.Pushgateway)
 	case c.EvalBatch < 0:

@@ -129,7 +129,7 @@ func (r *run) loop() error {
 				r.rep.progress(s.Step, total, s.Epoch+1, c.Epochs, lastLoss, sps,
 					time.Duration(float64(total-s.Step)*global/sps*float64(time.Second)))
 			}
-			if c.PushEvery > 0 && s.Step%c.PushEvery == 0 {
+			if c.PushgatewayEvery > 0 && s.Step%c.PushgatewayEvery == 0 {
 				r.pushMetrics()
 			}
 			// Asynchronous workers meet only at log steps; elsewhere they
@@ -246,7 +246,9 @@ func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, 
 		t = now
 		return d
 	}
-	clear(p.Grad)
+	if !r.psHeld {
+		clear(p.Grad) // else ps-async sums the gradients of the steps until its next push
+	}
 	r.sync.begin()
 	logits := r.model.Forward(x, b)
 	loss, correct := model.SoftmaxCrossEntropy(r.model.LossGrad(b), logits, y, b, r.model.Classes())
@@ -271,8 +273,12 @@ func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, 
 	}
 	var finite bool
 	if r.ps != nil {
+		t := r.state.Step + 1
+		push := t%r.cfg.PSPushEvery == 0
+		pull := t%r.cfg.PSFetchEvery == 0
+		r.psHeld, r.psLR = !push, lr
 		r.prog.enter(opGradients)
-		err := r.ps.exchange(p.Data, p.Grad, lr, r.state.Step+1)
+		err := r.ps.exchange(p.Data, p.Grad, lr, t, push, pull)
 		r.prog.leave()
 		if err != nil {
 			return 0, 0, err
@@ -352,6 +358,13 @@ func (r *run) syncBuffers() error {
 		return err
 	}
 	if r.ps != nil && r.cfg.Strategy == "ps-async" {
+		// Gradients summed since the last push (--push-every) go now.
+		if r.psHeld {
+			if err := r.ps.exchange(nil, r.model.Params.Grad, r.psLR, r.state.Step, true, false); err != nil {
+				return err
+			}
+			r.psHeld = false
+		}
 		// Every worker has its answers for all it pushed once all are here;
 		// then the servers' parameters are final for now.
 		if err := r.w.Barrier(); err != nil {

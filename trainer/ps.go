@@ -34,7 +34,12 @@ const (
 	psStop  = 0 // training is over
 	psStep  = 1 // a gradient follows; the updated shard goes back
 	psState = 2 // (rank 0) send the shard's parameters and optimizer state
-	psFetch = 3 // (ps-async) send the shard's current parameters
+	psFetch = 3 // (ps-async) send the shard's current parameters now
+	psPull  = 4 // (ps-async) send them once the staleness bound allows
+
+	// A header is kind, update number, learning rate (float64 bits) and,
+	// for psStep, whether the worker wants the parameters back.
+	psHeaderLen = 4
 )
 
 // psClient is a worker's view of the servers.
@@ -178,19 +183,35 @@ func (r *run) startColocated() error {
 	return nil
 }
 
-// exchange pushes this worker's gradient (t is the update's number) and
-// pulls the servers' updated parameters. Workers send to the servers in
-// the same order and servers take workers in rank order, so no cycle of
-// waits can form.
-func (ps *psClient) exchange(params, grads []float32, lr float64, t int) error {
-	hdr := []int64{psStep, int64(t), int64(math.Float64bits(lr))}
+// exchange pushes this worker's gradient (t is the update's number), if
+// push, and pulls the servers' updated parameters, if pull (ps-sync always
+// does both; ps-async's --push-every and --fetch-every thin them out).
+// Workers send to the servers in the same order and servers take workers
+// in rank order, so no cycle of waits can form.
+func (ps *psClient) exchange(params, grads []float32, lr float64, t int, push, pull bool) error {
+	hdr := []int64{psStep, int64(t), int64(math.Float64bits(lr)), 0}
+	if pull {
+		hdr[3] = 1
+	}
+	if !push {
+		hdr = []int64{psPull, int64(t), 0, 0}
+		if !pull {
+			return nil
+		}
+	}
 	for s, sh := range ps.shards {
 		if err := ps.world.SendInt64(hdr, ps.server(s), tagPSHeader); err != nil {
 			return err
 		}
+		if !push {
+			continue
+		}
 		if err := ps.world.SendFloat32(grads[sh[0]:sh[1]], ps.server(s), tagPSGrad); err != nil {
 			return err
 		}
+	}
+	if !pull {
+		return nil
 	}
 	for s, sh := range ps.shards {
 		if err := ps.world.RecvFloat32(params[sh[0]:sh[1]], ps.server(s), tagPSData); err != nil {
@@ -205,7 +226,7 @@ func (ps *psClient) exchange(params, grads []float32, lr float64, t int) error {
 func (ps *psClient) fetchState(params []float32, state map[string][]float32) error {
 	names := slices.Sorted(maps.Keys(state))
 	for s, sh := range ps.shards {
-		if err := ps.world.SendInt64([]int64{psState, 0, 0}, ps.server(s), tagPSHeader); err != nil {
+		if err := ps.world.SendInt64([]int64{psState, 0, 0, 0}, ps.server(s), tagPSHeader); err != nil {
 			return err
 		}
 		for _, buf := range append([][]float32{params}, mapValues(state, names)...) {
@@ -221,7 +242,7 @@ func (ps *psClient) fetchState(params []float32, state map[string][]float32) err
 // worker has pushed all it will: the replicas then agree).
 func (ps *psClient) fetch(params []float32) error {
 	for s, sh := range ps.shards {
-		if err := ps.world.SendInt64([]int64{psFetch, 0, 0}, ps.server(s), tagPSHeader); err != nil {
+		if err := ps.world.SendInt64([]int64{psFetch, 0, 0, 0}, ps.server(s), tagPSHeader); err != nil {
 			return err
 		}
 		if err := ps.world.RecvFloat32(params[sh[0]:sh[1]], ps.server(s), tagPSData); err != nil {
@@ -234,7 +255,7 @@ func (ps *psClient) fetch(params []float32) error {
 // stop tells every server that this worker is done.
 func (ps *psClient) stop() error {
 	for s := range ps.shards {
-		if err := ps.world.SendInt64([]int64{psStop, 0, 0}, ps.server(s), tagPSHeader); err != nil {
+		if err := ps.world.SendInt64([]int64{psStop, 0, 0, 0}, ps.server(s), tagPSHeader); err != nil {
 			return err
 		}
 	}
@@ -260,7 +281,7 @@ func (r *run) serveAsync(params []float32, opt optim.Optimizer, mine map[string]
 	ps, w := r.ps, r.ps.world
 	W := ps.workers
 	grad := make([]float32, len(params))
-	hdr := make([]int64, 3)
+	hdr := make([]int64, psHeaderLen)
 	clock := make([]int, W)    // pushes applied per worker
 	pulled := make([]int, W)   // version each worker last received
 	pending := make([]bool, W) // a worker waiting for its answer
@@ -277,6 +298,18 @@ func (r *run) serveAsync(params []float32, opt optim.Optimizer, mine map[string]
 		pending[k] = false
 		pulled[k] = version
 		return w.SendFloat32(params, k, tagPSData)
+	}
+	// release answers every waiting worker the bound now allows.
+	release := func() error {
+		m := minClock()
+		for j := range W {
+			if pending[j] && (r.cfg.Staleness < 0 || clock[j]-m <= r.cfg.Staleness) {
+				if err := answer(j); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	}
 	inv := 1 / float32(W)
 	for stopped < W {
@@ -327,15 +360,14 @@ func (r *run) serveAsync(params []float32, opt optim.Optimizer, mine map[string]
 				return fmt.Errorf("server rank %d: update %d: the gradients are not finite (NaN or Inf); lower --lr", r.w.Rank(), version)
 			}
 			clock[k]++
+			pending[k] = hdr[3] != 0
+			if err := release(); err != nil {
+				return err
+			}
+		case psPull:
 			pending[k] = true
-			// Answer every waiting worker the bound now allows.
-			m := minClock()
-			for j := range W {
-				if pending[j] && (r.cfg.Staleness < 0 || clock[j]-m <= r.cfg.Staleness) {
-					if err := answer(j); err != nil {
-						return err
-					}
-				}
+			if err := release(); err != nil {
+				return err
 			}
 		default:
 			return fmt.Errorf("server: unknown request %d from worker rank %d", hdr[0], k)
@@ -381,7 +413,7 @@ func (r *run) serve() error {
 		return r.serveAsync(params, opt, mine, names)
 	}
 	sum, grad := make([]float32, hi-lo), make([]float32, hi-lo)
-	hdr := make([]int64, 3)
+	hdr := make([]int64, psHeaderLen)
 	w := ps.world
 	for {
 		if _, err := ps.await(0, tagPSHeader); err != nil {

@@ -59,6 +59,8 @@ type run struct {
 	reduce      func([]float32, mpi.Op) error // the --allreduce algorithm
 	ps          *psClient                     // ps-sync: the servers
 	freePS      func()                        // frees the communicators startPS made
+	psHeld      bool                          // ps-async: p.Grad holds gradients not pushed yet (--push-every)
+	psLR        float64                       // the learning rate of the last step, for a held push
 	bench       *benchCounters                // `train bench strategies` reads these; nil otherwise
 	diverged    bool                          // local-sgd: local steps since the last average
 }
