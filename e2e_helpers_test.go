@@ -57,13 +57,21 @@ type result struct {
 // mpirun) with args, failing the test if it does not end within timeout.
 func trainRun(t *testing.T, np int, timeout time.Duration, env []string, args ...string) result {
 	t.Helper()
+	return trainRunMPI(t, np, nil, timeout, env, args...)
+}
+
+// trainRunMPI is trainRun with extra mpirun options (a hostfile, a launch
+// agent).
+func trainRunMPI(t *testing.T, np int, mpirunArgs []string, timeout time.Duration, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var cmd *exec.Cmd
 	if np == 0 {
 		cmd = exec.CommandContext(ctx, bin, args...)
 	} else {
-		cmd = mpitest.Command(ctx, np, bin, args...)
+		a := append(append(mpitest.Args(np), mpirunArgs...), bin)
+		cmd = exec.CommandContext(ctx, "mpirun", append(a, args...)...)
 	}
 	// No metrics server unless a test asks: ports stay free, stderr quiet.
 	cmd.Env = append(append(os.Environ(), "TRAIN_METRICS_ADDR="), env...)

@@ -52,7 +52,7 @@ var (
 	clipFlag   = &cli.Float64Flag{Name: "clip-grad-norm", Value: 0, Usage: "scale gradients to at most this L2 norm (0: off)", EnvVars: env("CLIP_GRAD_NORM"), Category: catOptim}
 	seedFlag   = &cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the initial parameters, the data order and augmentation", EnvVars: env("SEED"), Category: catOptim}
 
-	arFlag       = &cli.StringFlag{Name: "allreduce", Value: "ring", Usage: "gradient allreduce: ring (ours, reduce-scatter + all-gather) or mpi (MPI_Allreduce)", EnvVars: env("ALLREDUCE"), Category: catDist}
+	arFlag       = &cli.StringFlag{Name: "allreduce", Value: "ring", Usage: "gradient allreduce: ring (ours, reduce-scatter + all-gather), mpi (MPI_Allreduce) or hier (reduce within each host, ring among hosts, broadcast within the host)", EnvVars: env("ALLREDUCE"), Category: catDist}
 	bucketFlag   = &cli.Float64Flag{Name: "bucket-mb", Value: 25, Usage: "gradient bucket size in MiB, whole tensors in backward order (0: one bucket)", EnvVars: env("BUCKET_MB"), Category: catDist}
 	deviceFlag   = &cli.StringFlag{Name: "device", Value: "cpu", Usage: "where to train: cpu, or cuda (GPU of local rank % GPUs; the CUDA path is being built)", EnvVars: env("DEVICE"), Category: catDist}
 	strategyFlag = &cli.StringFlag{Name: "strategy", Value: "allreduce", Usage: "how replicas stay in step: allreduce (gradients every step), ps-sync or ps-async (parameter servers, --servers, --staleness) or local-sgd (local steps, parameters and optimizer state averaged every --sync-every steps)", EnvVars: env("STRATEGY"), Category: catDist}

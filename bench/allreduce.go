@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,16 +18,22 @@ type AllreduceConfig struct {
 	Factor   int64
 	Warmup   int
 	Iters    int
-	Algos    []string // "ring", "mpi"
+	Algos    []string // "ring", "mpi", "hier"
 	CSV      bool
 }
 
-// Allreducers maps algorithm names to the World's in-place allreduces.
-func Allreducers(w *mpi.World) map[string]func([]float32, mpi.Op) error {
-	return map[string]func([]float32, mpi.Op) error{
+// Allreducers maps algorithm names to the World's in-place allreduces;
+// hier is non-nil when the caller made the hierarchical one's
+// communicators (NewHier).
+func Allreducers(w *mpi.World, hier *mpi.Hier) map[string]func([]float32, mpi.Op) error {
+	m := map[string]func([]float32, mpi.Op) error{
 		"ring": w.RingAllreduceFloat32,
 		"mpi":  w.AllreduceFloat32,
 	}
+	if hier != nil {
+		m["hier"] = hier.AllreduceFloat32
+	}
+	return m
 }
 
 // Validate checks the sizes, counts and algorithm names.
@@ -40,8 +47,8 @@ func (c *AllreduceConfig) Validate() error {
 		return fmt.Errorf("-w %d -n %d: need warm-up >= 0 and iterations >= 1", c.Warmup, c.Iters)
 	}
 	for _, a := range c.Algos {
-		if a != "ring" && a != "mpi" {
-			return fmt.Errorf("--algo %q: choose ring and/or mpi", a)
+		if a != "ring" && a != "mpi" && a != "hier" {
+			return fmt.Errorf("--algo %q: choose from ring, mpi and hier", a)
 		}
 	}
 	return nil
@@ -60,7 +67,15 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 		out = io.Discard
 	}
 	n := w.Size()
-	algos := Allreducers(w)
+	var hier *mpi.Hier
+	if slices.Contains(c.Algos, "hier") {
+		var err error
+		if hier, err = w.NewHier(); err != nil {
+			return err
+		}
+		defer hier.Free()
+	}
+	algos := Allreducers(w, hier)
 	maxCount := c.Max / 4
 	buf := make([]float32, maxCount)
 

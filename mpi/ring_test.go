@@ -151,3 +151,58 @@ func TestAddFloat32(t *testing.T) {
 		}
 	}
 }
+
+// TestHierAllreduce: on one host the hierarchical allreduce is a reduce to
+// local rank 0 and a broadcast; exact on integer-valued data against
+// MPI_Allreduce, within rounding for the mean, the same bits everywhere.
+// (Across hosts, with the leaders' ring, it runs in the namespace-cluster
+// test at the root of the repository.)
+func TestHierAllreduce(t *testing.T) {
+	for np := 1; np <= 4; np++ {
+		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
+			if !mpitest.Launch(t, np, time.Minute) {
+				return
+			}
+			w := world(t)
+			h, err := w.NewHier()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Free()
+			if h.Hosts() != 1 {
+				t.Errorf("hosts = %d on one machine", h.Hosts())
+			}
+			for _, length := range []int{0, 1, 7, 99991} {
+				for _, op := range []mpi.Op{mpi.Sum, mpi.Mean} {
+					buf := make([]float32, length)
+					for i := range buf {
+						buf[i] = float32((i%1000)*(w.Rank()+1) - 300)
+					}
+					ref := slices.Clone(buf)
+					if err := h.AllreduceFloat32(buf, op); err != nil {
+						t.Fatal(err)
+					}
+					if err := w.AllreduceFloat32(ref, op); err != nil {
+						t.Fatal(err)
+					}
+					for i := range buf {
+						if d := math.Abs(float64(buf[i] - ref[i])); d > 1e-6*math.Abs(float64(ref[i])) {
+							t.Fatalf("len %d op %d: hier[%d] = %v, MPI_Allreduce %v", length, op, i, buf[i], ref[i])
+						}
+					}
+					sum := []int64{int64(crc32.ChecksumIEEE(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*len(buf))))}
+					lo, hi := slices.Clone(sum), slices.Clone(sum)
+					if err := w.AllreduceInt64(lo, mpi.Min); err != nil {
+						t.Fatal(err)
+					}
+					if err := w.AllreduceInt64(hi, mpi.Max); err != nil {
+						t.Fatal(err)
+					}
+					if lo[0] != hi[0] {
+						t.Fatalf("len %d op %d: ranks hold different results", length, op)
+					}
+				}
+			}
+		})
+	}
+}

@@ -51,6 +51,26 @@ int tr_world(MPI_Comm *out, int *lrank, int *lsize) {
 	return rc != MPI_SUCCESS ? rc : rc2;
 }
 
+// tr_split_shared makes the communicator of the ranks sharing this
+// node's memory (MPI_COMM_TYPE_SHARED), ranked as in c.
+int tr_split_shared(MPI_Comm c, MPI_Comm *out, int *rank, int *size) {
+	int r;
+	int rc = MPI_Comm_rank(c, &r);
+	if (rc != MPI_SUCCESS) return rc;
+	rc = MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, r, MPI_INFO_NULL, out);
+	if (rc != MPI_SUCCESS) return rc;
+	rc = MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+	if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(*out, rank);
+	if (rc == MPI_SUCCESS) rc = MPI_Comm_size(*out, size);
+	return rc;
+}
+
+// tr_reduce_sum sums buf over c into root's buf, in place there.
+int tr_reduce_sum(MPI_Comm c, void *buf, int count, int type, int root, int me) {
+	if (me == root) return MPI_Reduce(MPI_IN_PLACE, buf, count, tr_type(type), MPI_SUM, root, c);
+	return MPI_Reduce(buf, NULL, count, tr_type(type), MPI_SUM, root, c);
+}
+
 int tr_allreduce(MPI_Comm c, void *buf, int count, int type, int op) {
 	return MPI_Allreduce(MPI_IN_PLACE, buf, count, tr_type(type), tr_op(op), c);
 }

@@ -23,6 +23,8 @@ void tr_add_f32(float *dst, const float *src, long n);
 void tr_scale_f32(float *dst, float s, long n);
 void tr_error_string(int code, char *buf, int *len);
 int tr_send(MPI_Comm c, const void *buf, int count, int type, int dest, int tag);
+int tr_split_shared(MPI_Comm c, MPI_Comm *out, int *rank, int *size);
+int tr_reduce_sum(MPI_Comm c, void *buf, int count, int type, int root, int me);
 int tr_iprobe(MPI_Comm c, int from, int tag, int *flag, int *source);
 int tr_probe(MPI_Comm c, int tag, int *source);
 int tr_recv(MPI_Comm c, void *buf, int count, int type, int source, int tag);

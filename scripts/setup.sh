@@ -31,7 +31,7 @@ as_root() {
 # Fashion-MNIST dataset (/usr/share/datasets/fashion-mnist).
 packages=(openmpi-bin libopenmpi-dev libopenblas-dev pkg-config gcc libc6-dev
 	dataset-fashion-mnist ca-certificates curl unzip git)
-((test_deps)) && packages+=(python3-torch prometheus prometheus-pushgateway slurm-wlm munge)
+((test_deps)) && packages+=(python3-torch prometheus prometheus-pushgateway slurm-wlm munge iproute2)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

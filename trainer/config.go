@@ -78,7 +78,7 @@ type Config struct {
 }
 
 // Allreduces lists the gradient allreduce algorithms.
-var Allreduces = []string{"ring", "mpi"}
+var Allreduces = []string{"ring", "mpi", "hier"}
 
 // optimConfig is the optimizer part of c, with only the settings the
 // chosen optimizer uses.

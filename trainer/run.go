@@ -59,6 +59,7 @@ type run struct {
 	reduce      func([]float32, mpi.Op) error // the --allreduce algorithm
 	ps          *psClient                     // ps-sync: the servers
 	freePS      func()                        // frees the communicators startPS made
+	hier        *mpi.Hier                     // --allreduce hier's communicators; nil otherwise
 	psHeld      bool                          // ps-async: p.Grad holds gradients not pushed yet (--push-every)
 	psLR        float64                       // the learning rate of the last step, for a held push
 	bench       *benchCounters                // `train bench strategies` reads these; nil otherwise
@@ -91,7 +92,11 @@ func (r *run) job(out io.Writer) error {
 	}
 	defer r.rep.close()
 	r.fault, _ = parseFault(r.cfg.Fault)
-	if err := agree(w, r.setup()); err != nil {
+	err = r.setup()
+	if r.hier != nil {
+		defer r.hier.Free()
+	}
+	if err := agree(w, err); err != nil {
 		return err
 	}
 	if err := r.observe(); err != nil {
@@ -217,8 +222,14 @@ func (r *run) setup() error {
 		StepSize: c.LRStepEpochs * spe, Gamma: c.LRGamma}
 	p := r.model.Params
 	reduce := r.w.AllreduceFloat32
-	if c.Allreduce == "ring" {
+	switch c.Allreduce {
+	case "ring":
 		reduce = r.w.RingAllreduceFloat32
+	case "hier":
+		if r.hier, err = r.w.NewHier(); err != nil {
+			return err
+		}
+		reduce = r.hier.AllreduceFloat32
 	}
 	r.reduce = reduce
 	buckets := makeBuckets(p, int(c.BucketMB*(1<<20)))
@@ -366,8 +377,12 @@ func (r *run) describe() {
 	if len(r.model.Params.BufferTensors) > 0 {
 		bn = ", batchnorm " + c.BN
 	}
+	ar := c.Allreduce
+	if r.hier != nil {
+		ar = fmt.Sprintf("hier (%d hosts)", r.hier.Hosts())
+	}
 	r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s%s; %s\n",
-		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), c.Allreduce, len(r.sync.buckets), overlap, bn, r.blas)
+		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), ar, len(r.sync.buckets), overlap, bn, r.blas)
 	if id := os.Getenv("SLURM_JOB_ID"); id != "" {
 		r.rep.say("train: slurm job %s, restart %s\n", id, cmp.Or(os.Getenv("SLURM_RESTART_COUNT"), "0"))
 	}
