@@ -101,6 +101,7 @@ var benchCommand = &cli.Command{
 			&cli.BoolFlag{Name: "csv", Usage: "machine-readable output"},
 			&cli.IntFlag{Name: "segment-kb", Value: mpi.RingSegment * 4 >> 10, Usage: "ring: segment size in KiB"},
 			&cli.IntFlag{Name: "slots", Value: mpi.RingSlots, Usage: "ring: scratch slots (segments in flight)"},
+			&cli.StringFlag{Name: "compress", Value: "none", Usage: "ring and hier: none, fp16 or bf16 on the wire (sizes stay float32 bytes)"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg := bench.AllreduceConfig{
@@ -108,6 +109,9 @@ var benchCommand = &cli.Command{
 				Algos: bench.ParseAlgos(c.String("algo")), CSV: c.Bool("csv"),
 			}
 			var err error
+			if cfg.Compress, err = mpi.ParseCompression(c.String("compress")); err != nil {
+				return err
+			}
 			if cfg.Min, err = bench.ParseSize(c.String("minbytes")); err != nil {
 				return fmt.Errorf("-b: %v", err)
 			}

@@ -52,6 +52,7 @@ var (
 	clipFlag   = &cli.Float64Flag{Name: "clip-grad-norm", Value: 0, Usage: "scale gradients to at most this L2 norm (0: off)", EnvVars: env("CLIP_GRAD_NORM"), Category: catOptim}
 	seedFlag   = &cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the initial parameters, the data order and augmentation", EnvVars: env("SEED"), Category: catOptim}
 
+	compressFlag = &cli.StringFlag{Name: "compress", Value: "none", Usage: "gradients on the wire as fp16 or bf16, reduced in float32 (ring, hier; Horovod's Compression.fp16), or none", EnvVars: env("COMPRESS"), Category: catDist}
 	arFlag       = &cli.StringFlag{Name: "allreduce", Value: "ring", Usage: "gradient allreduce: ring (ours, reduce-scatter + all-gather), mpi (MPI_Allreduce) or hier (reduce within each host, ring among hosts, broadcast within the host)", EnvVars: env("ALLREDUCE"), Category: catDist}
 	bucketFlag   = &cli.Float64Flag{Name: "bucket-mb", Value: 25, Usage: "gradient bucket size in MiB, whole tensors in backward order (0: one bucket)", EnvVars: env("BUCKET_MB"), Category: catDist}
 	deviceFlag   = &cli.StringFlag{Name: "device", Value: "cpu", Usage: "where to train: cpu, or cuda (GPU of local rank % GPUs; the CUDA path is being built)", EnvVars: env("DEVICE"), Category: catDist}
@@ -88,7 +89,7 @@ var trainFlags = []cli.Flag{
 	modelFlag, hiddenFlag, depthFlag, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
 	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
-	deviceFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, stallWarn, stallTimeout,
+	deviceFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, stallWarn, stallTimeout,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, logFileFlag, plotFlag, progressFlag,
 }
@@ -106,7 +107,7 @@ func trainConfig(c *cli.Context) trainer.Config {
 		Beta1: c.Float64(beta1Flag.Name), Beta2: c.Float64(beta2Flag.Name), Eps: c.Float64(epsFlag.Name),
 		ClipGradNorm: c.Float64(clipFlag.Name), Seed: c.Uint64(seedFlag.Name),
 		Device: c.String(deviceFlag.Name), Strategy: c.String(strategyFlag.Name), SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name), PSPushEvery: c.Int(psPushFlag.Name), PSFetchEvery: c.Int(psFetchFlag.Name), Staleness: c.Int(staleFlag.Name),
-		Allreduce: c.String(arFlag.Name), BucketMB: c.Float64(bucketFlag.Name), Overlap: c.Bool(overlapFlag.Name),
+		Allreduce: c.String(arFlag.Name), Compress: c.String(compressFlag.Name), BucketMB: c.Float64(bucketFlag.Name), Overlap: c.Bool(overlapFlag.Name),
 		BN: c.String(bnFlag.Name), Threads: c.Int(threadsFlag.Name),
 		StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name),
 		CheckpointDir: c.String(ckDirFlag.Name), CheckpointEvery: c.Int(ckEvery.Name), Keep: c.Int(keepFlag.Name),

@@ -20,17 +20,19 @@ type AllreduceConfig struct {
 	Iters    int
 	Algos    []string // "ring", "mpi", "hier"
 	CSV      bool
+	Compress mpi.Compression // ring and hier send 16-bit floats (their rows say ring:fp16, hier:bf16)
 }
 
 // Allreducers maps algorithm names to the World's in-place allreduces;
 // hier is non-nil when the caller made the hierarchical one's
 // communicators (NewHier).
-func Allreducers(w *mpi.World, hier *mpi.Hier) map[string]func([]float32, mpi.Op) error {
+func Allreducers(w *mpi.World, hier *mpi.Hier, comp mpi.Compression) map[string]func([]float32, mpi.Op) error {
 	m := map[string]func([]float32, mpi.Op) error{
-		"ring": w.RingAllreduceFloat32,
+		"ring": func(b []float32, op mpi.Op) error { return w.RingAllreduceCompressed(b, op, comp) },
 		"mpi":  w.AllreduceFloat32,
 	}
 	if hier != nil {
+		hier.Compress = comp
 		m["hier"] = hier.AllreduceFloat32
 	}
 	return m
@@ -75,7 +77,8 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 		}
 		defer hier.Free()
 	}
-	algos := Allreducers(w, hier)
+	algos := Allreducers(w, hier, c.Compress)
+	wire := map[mpi.Compression]string{mpi.FP16: ":fp16", mpi.BF16: ":bf16"}[c.Compress]
 	maxCount := c.Max / 4
 	buf := make([]float32, maxCount)
 
@@ -92,14 +95,18 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 	if c.CSV {
 		fmt.Fprintln(out, "bytes,count,algo,time_us,algbw_gbs,busbw_gbs,wrong")
 	} else {
-		fmt.Fprintf(out, "%12s %11s %5s %11s %11s %11s %6s\n", "bytes", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "wrong")
+		fmt.Fprintf(out, "%12s %11s %9s %11s %11s %11s %6s\n", "bytes", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "wrong")
 	}
 	for size := c.Min; size <= c.Max; size *= c.Factor {
 		count := size / 4
 		b := buf[:count]
 		for _, name := range c.Algos {
 			f := algos[name]
-			wrong, err := checkAllreduce(w, b, f)
+			label := name
+			if name != "mpi" {
+				label += wire
+			}
+			wrong, err := checkAllreduce(w, b, f, c.Compress != mpi.None)
 			if err != nil {
 				return err
 			}
@@ -128,9 +135,9 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 			algbw := float64(count*4) / t / 1e9
 			busbw := algbw * 2 * float64(n-1) / float64(n)
 			if c.CSV {
-				fmt.Fprintf(out, "%d,%d,%s,%.6g,%.6g,%.6g,%d\n", count*4, count, name, t*1e6, algbw, busbw, wrong)
+				fmt.Fprintf(out, "%d,%d,%s,%.6g,%.6g,%.6g,%d\n", count*4, count, label, t*1e6, algbw, busbw, wrong)
 			} else {
-				fmt.Fprintf(out, "%12d %11d %5s %11.1f %11.3f %11.3f %6d\n", count*4, count, name, t*1e6, algbw, busbw, wrong)
+				fmt.Fprintf(out, "%12d %11d %9s %11.1f %11.3f %11.3f %6d\n", count*4, count, label, t*1e6, algbw, busbw, wrong)
 			}
 		}
 		if c.Factor > 1 && size > c.Max/c.Factor {
@@ -148,10 +155,14 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 
 // checkAllreduce runs f once on values that sum exactly and returns how
 // many elements are wrong on any rank (summed over ranks).
-func checkAllreduce(w *mpi.World, b []float32, f func([]float32, mpi.Op) error) (int64, error) {
+func checkAllreduce(w *mpi.World, b []float32, f func([]float32, mpi.Op) error, small bool) (int64, error) {
 	r, n := w.Rank(), w.Size()
+	m := 97
+	if small {
+		m = 7 // sums up to 7 N(N+1)/2: exact in bf16 (8 bits) up to N = 7
+	}
 	for i := range b {
-		b[i] = float32((i%97 + 1) * (r + 1))
+		b[i] = float32((i%m + 1) * (r + 1))
 	}
 	if err := f(b, mpi.Sum); err != nil {
 		return 0, err
@@ -159,7 +170,7 @@ func checkAllreduce(w *mpi.World, b []float32, f func([]float32, mpi.Op) error) 
 	tri := n * (n + 1) / 2
 	var wrong int64
 	for i, v := range b {
-		if v != float32((i%97+1)*tri) {
+		if v != float32((i%m+1)*tri) {
 			wrong++
 		}
 	}

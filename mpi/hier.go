@@ -14,6 +14,8 @@ import "unsafe"
 // sends, 2(H-1)/H of the buffer for H hosts, instead of every rank's share
 // of an N-rank ring; the ring's 2(N-1) steps become 2(H-1) between hosts.
 type Hier struct {
+	Compress Compression // the leaders' ring's wire format (between hosts)
+
 	world   *World
 	local   *World // this host's ranks (MPI_COMM_TYPE_SHARED)
 	leaders *World // every host's local rank 0; the other ranks' is unused
@@ -72,7 +74,7 @@ func (h *Hier) AllreduceFloat32(buf []float32, op Op) error {
 		}
 	}
 	if l.rank == 0 {
-		if err := h.leaders.RingAllreduceFloat32(buf, Sum); err != nil {
+		if err := h.leaders.ringAllreduce(buf, Sum, h.Compress); err != nil {
 			return err
 		}
 		if op == Mean {

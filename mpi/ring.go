@@ -37,6 +37,43 @@ var (
 // included; chunks differ in length by at most one element. op must be Sum
 // or Mean.
 func (w *World) RingAllreduceFloat32(buf []float32, op Op) error {
+	return w.ringAllreduce(buf, op, None)
+}
+
+// Compression is the ring's wire format for gradients (--compress).
+type Compression int
+
+const (
+	None Compression = iota // float32
+	FP16                    // IEEE half: 10-bit mantissa, overflows past 65504
+	BF16                    // bfloat16: float32's range, 7-bit mantissa
+)
+
+// ParseCompression reads --compress's value.
+func ParseCompression(s string) (Compression, error) {
+	switch s {
+	case "", "none":
+		return None, nil
+	case "fp16":
+		return FP16, nil
+	case "bf16":
+		return BF16, nil
+	}
+	return None, fmt.Errorf("--compress %q: choose none, fp16 or bf16", s)
+}
+
+// RingAllreduceCompressed is RingAllreduceFloat32 with chunks sent as
+// 16-bit floats (Horovod's Compression.fp16): each arriving chunk is
+// decoded and added in float32, and the owner of each reduced chunk rounds
+// it to the wire format before the all-gather, so every rank still ends
+// with the same bits. Half the bytes on the wire; the sum carries the
+// format's rounding (2^-11 relative for fp16, 2^-8 for bf16) at each of the
+// N-1 hops of the reduce-scatter and once more at the end.
+func (w *World) RingAllreduceCompressed(buf []float32, op Op, c Compression) error {
+	return w.ringAllreduce(buf, op, c)
+}
+
+func (w *World) ringAllreduce(buf []float32, op Op, comp Compression) error {
 	if op != Sum && op != Mean {
 		panic("mpi: ring allreduce supports Sum and Mean")
 	}
@@ -59,6 +96,10 @@ func (w *World) RingAllreduceFloat32(buf []float32, op Op) error {
 	if need := RingSegment * RingSlots; len(w.scratch) != need {
 		w.scratch = make([]float32, need)
 	}
+	kind := C.int(C.TR_F16)
+	if comp == BF16 {
+		kind = C.TR_BF16
+	}
 	left, right := (r-1+n)%n, (r+1)%n
 	step := func(send, recv int, reduce bool, what string) error {
 		slo, shi := chunk(send)
@@ -66,6 +107,17 @@ func (w *World) RingAllreduceFloat32(buf []float32, op Op) error {
 		red := C.int(0)
 		if reduce {
 			red = 1
+		}
+		if comp != None {
+			// The scratch's 4-byte slots hold twice as many 16-bit values:
+			// RingSlots receive and RingSlots send slots of RingSegment.
+			traffic.sent.Add(2 * int64(shi-slo))
+			traffic.recv.Add(2 * int64(rhi-rlo))
+			rc := C.tr_ring_step16(w.ring, C.int(left), C.int(right),
+				(*C.float)(ptr(buf, slo, shi)), C.long(shi-slo),
+				(*C.float)(ptr(buf, rlo, rhi)), C.long(rhi-rlo),
+				(*C.ushort)(unsafe.Pointer(&w.scratch[0])), C.long(RingSegment), C.int(RingSlots), red, kind)
+			return errorf(rc, r, what)
 		}
 		traffic.sent.Add(4 * int64(shi-slo))
 		traffic.recv.Add(4 * int64(rhi-rlo))
@@ -80,10 +132,12 @@ func (w *World) RingAllreduceFloat32(buf []float32, op Op) error {
 			return err
 		}
 	}
-	if op == Mean {
-		lo, hi := chunk((r + 1) % n)
-		if hi > lo {
+	if lo, hi := chunk((r + 1) % n); hi > lo {
+		if op == Mean {
 			C.tr_scale_f32((*C.float)(unsafe.Pointer(&buf[lo])), C.float(1/float32(n)), C.long(hi-lo))
+		}
+		if comp != None {
+			C.tr_quantize16((*C.float)(unsafe.Pointer(&buf[lo])), C.long(hi-lo), kind)
 		}
 	}
 	for s := 0; s < n-1; s++ {

@@ -206,3 +206,88 @@ func TestHierAllreduce(t *testing.T) {
 		})
 	}
 }
+
+// TestRingCompressed: with fp16 or bf16 on the wire the ring's result is
+// MPI_Allreduce's within the format's rounding (one rounding per hop and
+// one at the end), every rank holds the same bits, the traffic counters
+// see half the bytes, and a value representable in the format with sums
+// that are too (small integers) comes out exact.
+func TestRingCompressed(t *testing.T) {
+	for np := 1; np <= 4; np++ {
+		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
+			if !mpitest.Launch(t, np, time.Minute) {
+				return
+			}
+			w := world(t)
+			n, r := w.Size(), w.Rank()
+			for _, c := range []struct {
+				comp mpi.Compression
+				eps  float64
+			}{{mpi.FP16, 1.0 / 2048}, {mpi.BF16, 1.0 / 256}} {
+				for _, length := range []int{0, 1, n + 1, 99991} {
+					for _, op := range []mpi.Op{mpi.Sum, mpi.Mean} {
+						rng := rand.New(rand.NewPCG(uint64(length), uint64(r)))
+						buf := make([]float32, length)
+						for i := range buf {
+							buf[i] = float32(rng.NormFloat64())
+						}
+						ref := slices.Clone(buf)
+						before := mpi.Counted()
+						if err := w.RingAllreduceCompressed(buf, op, c.comp); err != nil {
+							t.Fatal(err)
+						}
+						got := mpi.Counted().Sub(before)
+						if err := w.AllreduceFloat32(ref, op); err != nil {
+							t.Fatal(err)
+						}
+						scale := 1.0
+						if op == mpi.Mean {
+							scale = 1 / float64(n)
+						}
+						for i := range buf {
+							// Partial sums of N unit normals stay below 6 sqrt(N).
+							if d := math.Abs(float64(buf[i] - ref[i])); d > float64(n+1)*c.eps*6*math.Sqrt(float64(n))*scale {
+								t.Fatalf("comp %d len %d op %d: ring[%d] = %v, MPI_Allreduce %v", c.comp, length, op, i, buf[i], ref[i])
+							}
+						}
+						if n > 1 && length > 0 {
+							q, rem := length/n, length%n
+							chunk := func(i int) int64 {
+								if i < rem {
+									return int64(q + 1)
+								}
+								return int64(q)
+							}
+							if want := 2 * (2*int64(length) - chunk((r+1)%n) - chunk((r+2)%n)); got.Sent != want {
+								t.Fatalf("comp %d len %d: %d bytes sent, want %d (16 bits a value)", c.comp, length, got.Sent, want)
+							}
+						}
+						sum := []int64{int64(crc32.ChecksumIEEE(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*len(buf))))}
+						lo, hi := slices.Clone(sum), slices.Clone(sum)
+						if err := w.AllreduceInt64(lo, mpi.Min); err != nil {
+							t.Fatal(err)
+						}
+						if err := w.AllreduceInt64(hi, mpi.Max); err != nil {
+							t.Fatal(err)
+						}
+						if lo[0] != hi[0] {
+							t.Fatalf("comp %d len %d op %d: ranks hold different results", c.comp, length, op)
+						}
+					}
+				}
+				exact := make([]float32, 1000)
+				for i := range exact {
+					exact[i] = float32(i%16 - 8)
+				}
+				if err := w.RingAllreduceCompressed(exact, mpi.Sum, c.comp); err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range exact {
+					if want := float32((i%16 - 8) * n); v != want {
+						t.Fatalf("comp %d: exact[%d] = %v, want %v", c.comp, i, v, want)
+					}
+				}
+			}
+		})
+	}
+}

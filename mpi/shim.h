@@ -6,6 +6,8 @@
 #include <mpi.h>
 
 enum { TR_F32 = 0, TR_F64 = 1, TR_BYTE = 2, TR_I64 = 3 };
+// Wire formats of the compressed ring (compress.c).
+enum { TR_F16 = 1, TR_BF16 = 2 };
 enum { TR_SUM = 0, TR_MAX = 1, TR_MIN = 2 };
 
 int tr_init(int *provided);
@@ -28,4 +30,10 @@ int tr_reduce_sum(MPI_Comm c, void *buf, int count, int type, int root, int me);
 int tr_iprobe(MPI_Comm c, int from, int tag, int *flag, int *source);
 int tr_probe(MPI_Comm c, int tag, int *source);
 int tr_recv(MPI_Comm c, void *buf, int count, int type, int source, int tag);
+
+void tr_encode16(unsigned short *dst, const float *src, long n, int kind);
+void tr_decode16(float *dst, const unsigned short *src, long n, int kind, int add);
+void tr_quantize16(float *buf, long n, int kind);
+int tr_ring_step16(MPI_Comm c, int left, int right, const float *send, long n_send,
+                   float *dst, long n_recv, unsigned short *scratch, long seg, int nbuf, int reduce, int kind);
 #endif

@@ -52,6 +52,7 @@ type Config struct {
 	// PSFetchEvery steps; 1 and 1 is a push and a pull every step.
 	PSPushEvery, PSFetchEvery int
 	Allreduce                 string
+	Compress                  string  // "none", "fp16", "bf16": the gradient ring's wire format
 	BucketMB                  float64 // gradient bucket size; 0: one bucket
 	Overlap                   bool    // allreduce buckets during backward
 	BN                        string  // "sync" or "local"
@@ -163,6 +164,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--strategy %q: choose allreduce, ps-sync, ps-async or local-sgd", c.Strategy)
 	case c.Staleness < -1:
 		return fmt.Errorf("--staleness %d: 0 or more, or -1 for no bound", c.Staleness)
+	case c.Compress != "none" && c.Compress != "fp16" && c.Compress != "bf16":
+		return fmt.Errorf("--compress %q: choose none, fp16 or bf16", c.Compress)
+	case c.Compress != "none" && (c.Allreduce == "mpi" || c.Strategy != "allreduce"):
+		return fmt.Errorf("--compress %s: compresses the gradients of --strategy allreduce with --allreduce ring or hier (MPI_Allreduce would sum in 16 bits)", c.Compress)
 	case c.Colocate && !strings.HasPrefix(c.Strategy, "ps-"):
 		return fmt.Errorf("--colocate with --strategy %s: it places parameter servers; use --strategy ps-sync or ps-async", c.Strategy)
 	case strings.HasPrefix(c.Strategy, "ps-") && c.ClipGradNorm > 0:

@@ -232,6 +232,15 @@ func (r *run) setup() error {
 		reduce = r.hier.AllreduceFloat32
 	}
 	r.reduce = reduce
+	if comp, _ := mpi.ParseCompression(c.Compress); comp != mpi.None {
+		// Gradients only (Validate allows it with --strategy allreduce):
+		// 16-bit floats on the wire, reduced in float32.
+		if r.hier != nil {
+			r.hier.Compress = comp
+		} else {
+			reduce = func(b []float32, op mpi.Op) error { return r.w.RingAllreduceCompressed(b, op, comp) }
+		}
+	}
 	buckets := makeBuckets(p, int(c.BucketMB*(1<<20)))
 	if c.Strategy != "allreduce" {
 		buckets = nil // local-sgd averages replicas; ps-sync goes through servers
@@ -380,6 +389,9 @@ func (r *run) describe() {
 	ar := c.Allreduce
 	if r.hier != nil {
 		ar = fmt.Sprintf("hier (%d hosts)", r.hier.Hosts())
+	}
+	if c.Compress != "none" {
+		ar += ", " + c.Compress + " on the wire"
 	}
 	r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s%s; %s\n",
 		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), ar, len(r.sync.buckets), overlap, bn, r.blas)
