@@ -47,13 +47,14 @@ type Job struct {
 	BatchPerRank int
 	Servers      int // parameter servers for the ps strategies (separate nodes)
 	SyncEvery    int // local SGD's H
+	RanksPerNode int // ranks (workers) per node; 0 or 1: one
 }
 
 // Prediction is one strategy on p nodes.
 type Prediction struct {
 	Strategy   string
 	Nodes      int     // all nodes, servers included
-	Workers    int     // nodes computing
+	Workers    int     // ranks computing
 	CommS      float64 // communication per step (amortised for local SGD)
 	StepS      float64 // predicted step time
 	Efficiency float64 // samples/s per worker relative to one node without communication
@@ -116,11 +117,24 @@ func Predict(net Network, job Job, p int) []Prediction {
 			Efficiency: ideal / step, SamplesS: float64(workers*job.BatchPerRank) / step})
 	}
 	n := job.ParamBytes
-	ring := Ring(net, p, n)
-	add("ring", p, ring, job.ComputeS+ring)
-	mpi := min(RecursiveDoubling(net, p, n), Rabenseifner(net, p, n), ring)
-	add("mpi", p, mpi, job.ComputeS+mpi)
-	if k := job.Servers; k >= 1 && p-k >= 1 {
+	rpn := max(job.RanksPerNode, 1)
+	ranks := p * rpn
+	// With several ranks per node (placed in blocks, as mpirun's --map-by
+	// slot does) the ring over all ranks crosses each node's link once each
+	// way: the link carries what one rank of a one-rank-per-node ring does,
+	// for the ring of all ranks; hops inside a node cost no link time but
+	// still a latency.
+	ring := Ring(net, ranks, n)
+	add("ring", ranks, ring, job.ComputeS+ring)
+	mpi := min(RecursiveDoubling(net, ranks, n), Rabenseifner(net, ranks, n), ring)
+	add("mpi", ranks, mpi, job.ComputeS+mpi)
+	if rpn > 1 {
+		// hier: reduce to and broadcast from a leader through memory (two
+		// passes at the reduction speed), the ring among the p leaders.
+		h := 2*n/net.ReduceBytesS + Ring(net, p, n)
+		add("hier", ranks, h, job.ComputeS+h)
+	}
+	if k := job.Servers; k >= 1 && p-k >= 1 && rpn == 1 {
 		ps := PSSync(net, p-k, k, n)
 		add("ps-sync", p-k, ps, job.ComputeS+ps)
 		// Without the barrier a worker still waits for its own push and
@@ -129,11 +143,13 @@ func Predict(net Network, job Job, p int) []Prediction {
 		step := max(job.ComputeS+worker, ps)
 		add("ps-async", p-k, step-job.ComputeS, step)
 	}
-	col := PSColocated(net, p, n)
-	add("ps-sync-colocated", p, col, job.ComputeS+col)
+	if rpn == 1 {
+		col := PSColocated(net, p, n)
+		add("ps-sync-colocated", p, col, job.ComputeS+col)
+	}
 	h := max(job.SyncEvery, 1)
-	avg := Ring(net, p, n+job.StateBytes) / float64(h)
-	add("local-sgd", p, avg, job.ComputeS+avg)
+	avg := Ring(net, ranks, n+job.StateBytes) / float64(h)
+	add("local-sgd", ranks, avg, job.ComputeS+avg)
 	return out
 }
 
@@ -148,6 +164,8 @@ func (j Job) Validate() error {
 		return fmt.Errorf("--batch-size must be positive")
 	case j.Servers < 0:
 		return fmt.Errorf("--servers must not be negative")
+	case j.RanksPerNode < 0:
+		return fmt.Errorf("--ranks-per-node must not be negative")
 	}
 	return nil
 }

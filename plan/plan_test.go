@@ -70,3 +70,27 @@ func TestScaling(t *testing.T) {
 		t.Error("local-sgd every 8 steps should communicate less than the ring every step")
 	}
 }
+
+// With 2 ranks on each of 2 nodes, the ring is the 4-rank ring (its
+// crossing edges carry what a rank sends), hier is two memory passes plus
+// the 2-node ring, and the parameter servers are not predicted.
+func TestRanksPerNode(t *testing.T) {
+	n := 1e6
+	job := Job{ParamBytes: n, ComputeS: 1e-3, BatchPerRank: 8, Servers: 1, SyncEvery: 1, RanksPerNode: 2}
+	got := map[string]Prediction{}
+	for _, p := range Predict(net, job, 2) {
+		got[p.Strategy] = p
+	}
+	if r := got["ring"]; !near(r.CommS, Ring(net, 4, n)) || r.Workers != 4 {
+		t.Errorf("ring: %+v, want the 4-rank ring's %g on 4 workers", r, Ring(net, 4, n))
+	}
+	if h := got["hier"]; !near(h.CommS, 2*n/net.ReduceBytesS+Ring(net, 2, n)) {
+		t.Errorf("hier: %+v", h)
+	}
+	if got["hier"].CommS >= got["ring"].CommS {
+		t.Errorf("hier %g not below ring %g on a bandwidth-bound link", got["hier"].CommS, got["ring"].CommS)
+	}
+	if _, ok := got["ps-sync"]; ok {
+		t.Error("parameter servers predicted with 2 ranks per node")
+	}
+}
