@@ -1,7 +1,9 @@
 package main
 
 import (
+	"math"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -54,7 +56,7 @@ var (
 
 	compressFlag = &cli.StringFlag{Name: "compress", Value: "none", Usage: "gradients on the wire as fp16 or bf16, reduced in float32 (ring, hier; Horovod's Compression.fp16), or none", EnvVars: env("COMPRESS"), Category: catDist}
 	arFlag       = &cli.StringFlag{Name: "allreduce", Value: "ring", Usage: "gradient allreduce: ring (ours, reduce-scatter + all-gather), mpi (MPI_Allreduce) or hier (reduce within each host, ring among hosts, broadcast within the host)", EnvVars: env("ALLREDUCE"), Category: catDist}
-	bucketFlag   = &cli.Float64Flag{Name: "bucket-mb", Value: 25, Usage: "gradient bucket size in MiB, whole tensors in backward order (0: one bucket)", EnvVars: env("BUCKET_MB"), Category: catDist}
+	bucketFlag   = &cli.StringFlag{Name: "bucket-mb", Value: "25", Usage: "gradient bucket size in MiB, whole tensors in backward order (0: one bucket), or auto: try 1/4 to 64 MiB in the first steps and keep the fastest", EnvVars: env("BUCKET_MB"), Category: catDist}
 	deviceFlag   = &cli.StringFlag{Name: "device", Value: "cpu", Usage: "where to train: cpu, or cuda (GPU of local rank % GPUs; the CUDA path is being built)", EnvVars: env("DEVICE"), Category: catDist}
 	strategyFlag = &cli.StringFlag{Name: "strategy", Value: "allreduce", Usage: "how replicas stay in step: allreduce (gradients every step), ps-sync or ps-async (parameter servers, --servers, --staleness) or local-sgd (local steps, parameters and optimizer state averaged every --sync-every steps)", EnvVars: env("STRATEGY"), Category: catDist}
 	serversFlag  = &cli.IntFlag{Name: "servers", Value: 1, Usage: "ps-sync, ps-async: parameter servers, the last ranks (the rest are workers)", EnvVars: env("SERVERS"), Category: catDist}
@@ -107,7 +109,7 @@ func trainConfig(c *cli.Context) trainer.Config {
 		Beta1: c.Float64(beta1Flag.Name), Beta2: c.Float64(beta2Flag.Name), Eps: c.Float64(epsFlag.Name),
 		ClipGradNorm: c.Float64(clipFlag.Name), Seed: c.Uint64(seedFlag.Name),
 		Device: c.String(deviceFlag.Name), Strategy: c.String(strategyFlag.Name), SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name), PSPushEvery: c.Int(psPushFlag.Name), PSFetchEvery: c.Int(psFetchFlag.Name), Staleness: c.Int(staleFlag.Name),
-		Allreduce: c.String(arFlag.Name), Compress: c.String(compressFlag.Name), BucketMB: c.Float64(bucketFlag.Name), Overlap: c.Bool(overlapFlag.Name),
+		Allreduce: c.String(arFlag.Name), Compress: c.String(compressFlag.Name), BucketMB: bucketMB(c.String(bucketFlag.Name)), BucketAuto: c.String(bucketFlag.Name) == "auto", Overlap: c.Bool(overlapFlag.Name),
 		BN: c.String(bnFlag.Name), Threads: c.Int(threadsFlag.Name),
 		StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name),
 		CheckpointDir: c.String(ckDirFlag.Name), CheckpointEvery: c.Int(ckEvery.Name), Keep: c.Int(keepFlag.Name),
@@ -117,4 +119,17 @@ func trainConfig(c *cli.Context) trainer.Config {
 		Progress: c.String(progressFlag.Name),
 		Fault:    os.Getenv(trainer.FaultEnv), // tests only: not a flag
 	}
+}
+
+// bucketMB reads --bucket-mb: a number, or auto (0 here: the tuner picks),
+// or NaN for anything else, which Config.Validate reports.
+func bucketMB(s string) float64 {
+	if s == "auto" {
+		return 0
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
 }

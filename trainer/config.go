@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"strings"
@@ -53,7 +54,8 @@ type Config struct {
 	PSPushEvery, PSFetchEvery int
 	Allreduce                 string
 	Compress                  string  // "none", "fp16", "bf16": the gradient ring's wire format
-	BucketMB                  float64 // gradient bucket size; 0: one bucket
+	BucketMB                  float64 // gradient bucket size; 0: one bucket; NaN: not a number (an error)
+	BucketAuto                bool    // --bucket-mb auto: try sizes in the first steps, keep the fastest
 	Overlap                   bool    // allreduce buckets during backward
 	BN                        string  // "sync" or "local"
 	Threads                   int     // BLAS threads per rank; 0: from the cores per local rank
@@ -174,6 +176,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--clip-grad-norm with --strategy ps-sync: the servers see only their shards of the gradient; clip with allreduce")
 	case c.SyncEvery < 1:
 		return fmt.Errorf("--sync-every %d: must be at least 1", c.SyncEvery)
+	case math.IsNaN(c.BucketMB):
+		return fmt.Errorf("--bucket-mb: want a size in MiB (0: one bucket) or auto")
 	case c.BucketMB < 0:
 		return fmt.Errorf("--bucket-mb %v: must not be negative", c.BucketMB)
 	case c.LogEvery <= 0:

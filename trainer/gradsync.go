@@ -50,6 +50,7 @@ type gradSync struct {
 	// observe, when set, hears of every bucket reduced: when, for how long,
 	// and whether on the communication goroutine (metrics, timeline).
 	observe func(b bucket, start time.Time, d time.Duration, overlapped bool)
+	closed  bool
 
 	next    int // first bucket not yet handed to the communication goroutine
 	work    chan bucket
@@ -136,9 +137,10 @@ func (g *gradSync) takeWaiting() time.Duration {
 	return w
 }
 
-// close stops the communication goroutine.
+// close stops the communication goroutine (once; later calls do nothing).
 func (g *gradSync) close() {
-	if g.overlap {
+	if g.overlap && !g.closed {
 		close(g.work)
 	}
+	g.closed = true
 }

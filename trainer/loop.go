@@ -78,6 +78,11 @@ func (r *run) loop() error {
 			if r.bench != nil {
 				r.bench.wait += st.wait
 			}
+			if r.tune != nil {
+				if _, err := r.stepped(took); err != nil {
+					return err
+				}
+			}
 			r.met.observeStep(&st, b, lr)
 			r.traceStep(&st, s.Step, took)
 			s.Step++
@@ -469,6 +474,9 @@ func (r *run) checkpoint() error {
 		"lr_schedule":  c.LRSchedule,
 		"warmup_steps": strconv.Itoa(c.WarmupSteps),
 		"batchnorm":    c.BN,
+	}
+	if r.bucketKept > 0 {
+		r.state.Meta["bucket_bytes"] = strconv.Itoa(r.bucketKept)
 	}
 	start := time.Now()
 	if r.fault.is("kill-in-checkpoint", r.w.Rank(), r.state.Step) {

@@ -40,6 +40,7 @@ type metrics struct {
 	ckptSeconds      prometheus.Histogram
 	ckptLast         prometheus.Gauge
 	psStaleness      prometheus.Histogram
+	bucketBytes      prometheus.Gauge
 	info             *prometheus.GaugeVec
 }
 
@@ -74,6 +75,8 @@ func newMetrics() *metrics {
 			Help: "Time to write a checkpoint (rank 0).", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}),
 		ckptLast: prometheus.NewGauge(prometheus.GaugeOpts{Name: "train_checkpoint_last_success_timestamp_seconds",
 			Help: "Unix time of the last checkpoint written (rank 0)."}),
+		bucketBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "train_bucket_bytes",
+			Help: "The gradient buckets' size cap in bytes (--bucket-mb; with auto, the size being tried, then the one kept)."}),
 		psStaleness: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "train_ps_staleness_updates",
 			Help: "ps-async servers: updates by other workers applied between a worker's pull and its push, per push.", Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64}}),
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "train_info",
@@ -81,7 +84,7 @@ func newMetrics() *metrics {
 			[]string{"rank", "local_rank", "world_size", "model", "allreduce", "slurm_job_id"}),
 	}
 	reg.MustRegister(m.samples, m.steps, m.epoch, m.loss, m.accuracy, m.lr, m.stepSeconds, m.phaseSeconds,
-		m.allreduceBytes, m.allreduceSeconds, m.ckptSeconds, m.ckptLast, m.psStaleness, m.info,
+		m.allreduceBytes, m.allreduceSeconds, m.ckptSeconds, m.ckptLast, m.psStaleness, m.bucketBytes, m.info,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

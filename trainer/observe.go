@@ -24,19 +24,10 @@ func (r *run) observe() error {
 		r.met.info.WithLabelValues(strconv.Itoa(w.Rank()), strconv.Itoa(w.LocalRank()), strconv.Itoa(w.Size()),
 			r.model.Config.Kind, c.Allreduce, job).Set(1)
 	}
-	if r.met != nil || c.Timeline != "" {
-		r.sync.observe = func(b bucket, start time.Time, d time.Duration, overlapped bool) {
-			if r.met != nil {
-				r.met.allreduceBytes.WithLabelValues(c.Allreduce).Add(float64(4 * (b.hi - b.lo)))
-				r.met.allreduceSeconds.WithLabelValues(c.Allreduce).Add(d.Seconds())
-			}
-			tid := tidTraining
-			if overlapped {
-				tid = tidComm
-			}
-			r.tl.span("allreduce", tid, start, d, map[string]any{"bytes": 4 * (b.hi - b.lo), "offset": b.lo})
-		}
+	if r.met != nil {
+		r.met.bucketBytes.Set(float64(int(c.BucketMB * (1 << 20))))
 	}
+	r.observeBuckets()
 	if c.MetricsAddr != "" {
 		addr, srv, err := serveMetrics(r.met, c.MetricsAddr, w.LocalRank())
 		if err != nil {
@@ -95,5 +86,26 @@ func (r *run) closeObservers() {
 	}
 	if err := r.tl.close(); err != nil {
 		fmt.Fprintf(r.errw, "train: rank %d: %v\n", r.w.Rank(), err)
+	}
+}
+
+// observeBuckets makes the gradient buckets' allreduces feed the metrics
+// and the timeline, when either is on (again after --bucket-mb auto
+// rebuilds them).
+func (r *run) observeBuckets() {
+	c := &r.cfg
+	if r.met == nil && c.Timeline == "" {
+		return
+	}
+	r.sync.observe = func(b bucket, start time.Time, d time.Duration, overlapped bool) {
+		if r.met != nil {
+			r.met.allreduceBytes.WithLabelValues(c.Allreduce).Add(float64(4 * (b.hi - b.lo)))
+			r.met.allreduceSeconds.WithLabelValues(c.Allreduce).Add(d.Seconds())
+		}
+		tid := tidTraining
+		if overlapped {
+			tid = tidComm
+		}
+		r.tl.span("allreduce", tid, start, d, map[string]any{"bytes": 4 * (b.hi - b.lo), "offset": b.lo})
 	}
 }

@@ -60,6 +60,9 @@ type run struct {
 	ps          *psClient                     // ps-sync: the servers
 	freePS      func()                        // frees the communicators startPS made
 	hier        *mpi.Hier                     // --allreduce hier's communicators; nil otherwise
+	gradReduce  func([]float32, mpi.Op) error // the gradient buckets' allreduce (compressed or not)
+	tune        *bucketTuner                  // --bucket-mb auto while it tries sizes; nil otherwise
+	bucketKept  int                           // --bucket-mb auto's choice, saved in checkpoints; 0 before
 	psHeld      bool                          // ps-async: p.Grad holds gradients not pushed yet (--push-every)
 	psLR        float64                       // the learning rate of the last step, for a held push
 	bench       *benchCounters                // `train bench strategies` reads these; nil otherwise
@@ -132,7 +135,12 @@ func (r *run) job(out io.Writer) error {
 	if err := r.broadcastState(); err != nil {
 		return err
 	}
-	defer r.sync.close()
+	defer func() { r.sync.close() }() // the one in use at the end (--bucket-mb auto replaces it)
+	if r.cfg.BucketAuto && r.cfg.Strategy == "allreduce" && w.Size() > 1 {
+		if err := r.startBucketTuner(); err != nil {
+			return err
+		}
+	}
 	if strings.HasPrefix(r.cfg.Strategy, "ps-") {
 		server, err := r.startPS()
 		if err := agree(w, err); err != nil {
@@ -245,6 +253,7 @@ func (r *run) setup() error {
 	if c.Strategy != "allreduce" {
 		buckets = nil // local-sgd averages replicas; ps-sync goes through servers
 	}
+	r.gradReduce = reduce
 	r.sync = newGradSync(reduce, p.Grad, buckets, c.Overlap)
 	r.model.OnGradReady = r.sync.ready
 	if r.opt, err = optim.New(c.optimConfig(), p.Len()); err != nil {
