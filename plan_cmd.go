@@ -32,6 +32,7 @@ var planCommand = &cli.Command{
 		&cli.IntFlag{Name: "servers", Value: 1, Usage: "parameter servers (separate nodes) for ps-sync and ps-async"},
 		&cli.IntFlag{Name: "sync-every", Value: 8, Usage: "local-sgd: steps between averages"},
 		&cli.Float64Flag{Name: "state-copies", Value: 1, Usage: "optimizer state local-sgd averages, in copies of the parameters (SGD momentum 1, Adam 2, none 0)"},
+		&cli.Float64Flag{Name: "intra-gbs", Value: 0, Usage: "with several ranks per node: GB/s of a collective between them (shared memory; 0: --reduce-gbs)"},
 		&cli.IntFlag{Name: "ranks-per-node", Value: 1, Usage: "ranks per node (a hierarchical allreduce is predicted when above 1; parameter servers only at 1)"},
 		&cli.BoolFlag{Name: "csv", Usage: "machine-readable output"},
 	},
@@ -52,7 +53,7 @@ var planCommand = &cli.Command{
 		bytes := 4 * float64(m.Params.Len())
 		job := plan.Job{ParamBytes: bytes, StateBytes: c.Float64("state-copies") * bytes, ComputeS: c.Float64("compute-ms") / 1e3,
 			BatchPerRank: c.Int(batchFlag.Name), Servers: c.Int("servers"), SyncEvery: c.Int("sync-every"), RanksPerNode: c.Int("ranks-per-node")}
-		net := plan.Network{LatencyS: c.Float64("latency-us") / 1e6, BytesPerS: c.Float64("link-gbps") * 1e9 / 8, ReduceBytesS: c.Float64("reduce-gbs") * 1e9}
+		net := plan.Network{LatencyS: c.Float64("latency-us") / 1e6, BytesPerS: c.Float64("link-gbps") * 1e9 / 8, ReduceBytesS: c.Float64("reduce-gbs") * 1e9, IntraBytesS: c.Float64("intra-gbs") * 1e9}
 		if err := job.Validate(); err != nil {
 			return err
 		}

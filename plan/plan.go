@@ -37,6 +37,17 @@ type Network struct {
 	LatencyS     float64 // alpha, seconds per message
 	BytesPerS    float64 // 1/beta, per direction
 	ReduceBytesS float64 // 1/gamma: how fast a node adds float32 data
+	// IntraBytesS is how fast a collective moves data between the ranks of
+	// one node (shared memory), for several ranks per node; 0: as fast as
+	// ReduceBytesS.
+	IntraBytesS float64
+}
+
+func (n Network) intra() float64 {
+	if n.IntraBytesS > 0 {
+		return n.IntraBytesS
+	}
+	return n.ReduceBytesS
 }
 
 // Job is what is being scaled.
@@ -127,11 +138,22 @@ func Predict(net Network, job Job, p int) []Prediction {
 	ring := Ring(net, ranks, n)
 	add("ring", ranks, ring, job.ComputeS+ring)
 	mpi := min(RecursiveDoubling(net, ranks, n), Rabenseifner(net, ranks, n), ring)
+	if rpn > 1 {
+		// Recursive halving with the partners inside a node first (the low
+		// bits of the rank, under block placement): the node's ranks halve
+		// the data among themselves through memory, then each sends its
+		// 1/R across, so a node's link carries 2(p-1)/p n in all, what
+		// hier's leaders send.
+		f := float64(ranks-1) / float64(ranks)
+		node := 2*lg(ranks)*net.LatencyS + 2*float64(p-1)/float64(p)*n/net.BytesPerS +
+			2*float64(rpn-1)/float64(rpn)*n/net.intra() + f*n/net.ReduceBytesS
+		mpi = min(mpi, node)
+	}
 	add("mpi", ranks, mpi, job.ComputeS+mpi)
 	if rpn > 1 {
-		// hier: reduce to and broadcast from a leader through memory (two
-		// passes at the reduction speed), the ring among the p leaders.
-		h := 2*n/net.ReduceBytesS + Ring(net, p, n)
+		// hier: reduce to and broadcast from a leader within the node, the
+		// ring among the p leaders.
+		h := 2*n/net.intra() + Ring(net, p, n)
 		add("hier", ranks, h, job.ComputeS+h)
 	}
 	if k := job.Servers; k >= 1 && p-k >= 1 && rpn == 1 {
@@ -172,7 +194,7 @@ func (j Job) Validate() error {
 
 // Validate checks the network.
 func (n Network) Validate() error {
-	if n.LatencyS < 0 || n.BytesPerS <= 0 || n.ReduceBytesS <= 0 {
+	if n.LatencyS < 0 || n.BytesPerS <= 0 || n.ReduceBytesS <= 0 || n.IntraBytesS < 0 {
 		return fmt.Errorf("--latency-us must not be negative, --link-gbps and --reduce-gbs must be positive")
 	}
 	return nil

@@ -4,6 +4,7 @@
 # bottleneck as between real machines. Needs root.
 #
 #   scripts/bench/multihost.sh [RATE] [STEPS]        (default 1gbit, 200)
+#   SKIP_BENCH=1 scripts/bench/multihost.sh ...      (part 2 only)
 #
 # 1. `train bench allreduce` (ring, hier, mpi; then ring and hier with fp16
 #    on the wire) on 2 hosts x 2 ranks and on 4 hosts x 1 rank: busbw
@@ -34,7 +35,9 @@ mpi() { # mpi NP ARGS...: mpirun across the cluster
 }
 
 echo "# multihost: links shaped to $rate ($gbps Gbit/s = $(awk -v g="$gbps" 'BEGIN{print g*125}') MB/s each way)"
-for layout in "2 2" "4 1"; do
+layouts=("2 2" "4 1")
+[[ -n ${SKIP_BENCH:-} ]] && layouts=() # SKIP_BENCH=1: only the training steps and the plan
+for layout in "${layouts[@]}"; do
 	read -r hosts slots <<<"$layout"
 	scripts/cluster/cluster.sh up "$dir" "$hosts" "$rate" "$slots"
 	np=$((hosts * slots))
@@ -53,11 +56,17 @@ scripts/cluster/cluster.sh up "$dir" 2 "$rate" 1
 t8=$(mpi 2 ./train bench allreduce --algo ring -b 8 -e 8 -n 50 --csv | awk -F, '$3=="ring"{print $4}')
 tn=$(mpi 2 ./train bench allreduce --algo ring -b "$bytes" -e "$bytes" -n 20 --csv | awk -F, '$3=="ring"{print $4}')
 scripts/cluster/cluster.sh down "$dir"
+# Within a host: hier on 1 host x 2 ranks is its reduce and broadcast alone.
+scripts/cluster/cluster.sh up "$dir" 1 "$rate" 2
+ti=$(mpi 2 ./train bench allreduce --algo hier -b "$bytes" -e "$bytes" -n 20 --csv | awk -F, '$3=="hier"{print $4}')
+scripts/cluster/cluster.sh down "$dir"
+intra=$(awk -v t="$ti" -v n="$bytes" 'BEGIN { printf "%.3f", 2 * n / (t * 1e3) }') # GB/s
 read -r alpha fit < <(awk -v t8="$t8" -v tn="$tn" -v n="$bytes" 'BEGIN {
 	a = t8 / 2                                  # 2(p-1) = 2 messages
 	printf "%.2f %.4f\n", a, n * 8 / ((tn - 2 * a - n / 2 / 40e3) * 1e3)  # 2(p-1)/p n = n bytes each way
 }')
 echo "## link: 2 hosts x 1 rank, ring of 8 bytes $t8 us -> latency $alpha us; ring of $bytes bytes $tn us -> $fit Gbit/s (nominal $gbps)"
+echo "## within a host: hier of $bytes bytes on 1 host x 2 ranks (reduce + broadcast) $ti us -> $intra GB/s"
 
 scripts/cluster/cluster.sh up "$dir" 2 "$rate" 2
 echo "## 2 hosts x 2 ranks: MLP training, $steps steps"
@@ -74,8 +83,8 @@ done
 compute=$(awk -v m="${ms[ring]}" -v w="${wait[ring]}" 'BEGIN { printf "%.3f", m - w }')
 for link in "$fit fitted" "$gbps nominal"; do
 	read -r g what <<<"$link"
-	plan=$(./train plan --model mlp --compute-ms "$compute" --nodes 2 --ranks-per-node 2 --link-gbps "$g" --latency-us "$alpha" --csv)
-	echo "# train plan --model mlp --compute-ms $compute --nodes 2 --ranks-per-node 2 --link-gbps $g --latency-us $alpha ($what link)"
+	plan=$(./train plan --model mlp --compute-ms "$compute" --nodes 2 --ranks-per-node 2 --link-gbps "$g" --latency-us "$alpha" --intra-gbs "$intra" --csv)
+	echo "# train plan --model mlp --compute-ms $compute --nodes 2 --ranks-per-node 2 --link-gbps $g --latency-us $alpha --intra-gbs $intra ($what link)"
 	printf '%-10s %12s %12s %12s %8s\n' allreduce "ms/step" "wait ms" predicted error
 	for run in "${runs[@]}"; do
 		key=${run%%:*}
