@@ -139,21 +139,39 @@ func TestCompress(t *testing.T) {
 }
 
 // TestBucketAuto: --bucket-mb auto tries the sizes that give this MLP
-// (784-256-256-10) different buckets (1/4 MiB: 2, 1 MiB: 1) for 6 steps each, keeps the
-// fastest on every rank alike, says so, and a run resumed after the tuning
-// uses the size saved in the checkpoint: bit-exact against the
-// uninterrupted run. A size that is not a number is refused.
+// (784-256-256-10) different buckets (1/4 MiB: 2, 1 MiB: 1) for 6 steps
+// each, keeps the fastest on every rank alike and says so. The choice
+// depends on timing, so two runs may choose differently; what must hold is
+// that a resumed run keeps the choice saved in the checkpoint: resumed
+// with auto it says so and ends with the same bytes as resumed with that
+// size given outright. A size that is not a number is refused.
 func TestBucketAuto(t *testing.T) {
-	args := []string{"--hidden", "256,256", "--batch-size", "32", "--log-every", "10", "--bucket-mb", "auto"}
-	r := mustTrain(t, 2, append(args, "--max-steps", "20")...)
-	if !regexp.MustCompile(`bucket autotune: ms per step on the slowest rank, 0.25 MiB [0-9.]+ ms, 1 MiB [0-9.]+ ms: keeping (0.25|1) MiB`).MatchString(r.stdout) {
-		t.Errorf("no autotune line:\n%s", r.stdout)
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	args := []string{"--hidden", "256,256", "--batch-size", "32", "--log-every", "10"}
+	r := mustTrain(t, 2, append(args, "--bucket-mb", "auto", "--max-steps", "30", "--checkpoint-dir", a)...)
+	m := regexp.MustCompile(`bucket autotune: ms per step on the slowest rank, 0.25 MiB [0-9.]+ ms, 1 MiB [0-9.]+ ms: keeping (0.25|1) MiB`).FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no autotune line:\n%s", r.stdout)
 	}
 	if _, ranks, _ := finalCRC(t, r); ranks != 2 {
 		t.Errorf("replica check on %d ranks", ranks)
 	}
-	if !resumeIsExact(t, 2, args...) {
-		t.Error("--bucket-mb auto: the resumed run's final checkpoint differs from the uninterrupted run's")
+	if out, err := exec.Command("cp", "-r", a, b).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	r = mustTrain(t, 2, append(args, "--bucket-mb", "auto", "--max-steps", "60", "--checkpoint-dir", a, "--resume")...)
+	if !strings.Contains(r.stdout, "bucket autotune: "+m[1]+" MiB, as chosen before the checkpoint") {
+		t.Errorf("resumed with auto: not the saved %s MiB:\n%s", m[1], r.stdout)
+	}
+	mustTrain(t, 2, append(args, "--bucket-mb", m[1], "--max-steps", "60", "--checkpoint-dir", b, "--resume")...)
+	// The tensors, not the files: only the auto run's metadata records
+	// bucket_bytes.
+	ta, tb := tensors(t, filepath.Join(a, "step-00000060.safetensors")), tensors(t, filepath.Join(b, "step-00000060.safetensors"))
+	for name, want := range ta {
+		if d := relDiff(want, tb[name]); d != 0 {
+			t.Errorf("resumed with auto and with --bucket-mb %s: %s differs by %.3g", m[1], name, d)
+		}
 	}
 	r = trainRun(t, 2, time.Minute, nil, "--bucket-mb", "lots", "--max-steps", "2")
 	if r.code == 0 || !strings.Contains(r.stderr, "--bucket-mb: want a size in MiB") {
