@@ -62,15 +62,7 @@ func checkRing(t *testing.T, w *mpi.World, length int, op mpi.Op, seg int) {
 	// neighbour completes in all-gather; as much received as sent.
 	if n := w.Size(); n > 1 {
 		got := mpi.Counted().Sub(before)
-		q, rem := length/n, length%n
-		chunk := func(i int) int64 {
-			if i < rem {
-				return int64(q + 1)
-			}
-			return int64(q)
-		}
-		want := 4 * (2*int64(length) - chunk((r+1)%n) - chunk((r+2)%n))
-		if got.Sent != want || got.Collective != 0 {
+		if want := 4 * ringValuesSent(length, n, r); got.Sent != want || got.Collective != 0 {
 			t.Fatalf("%s: counted %+v, want %d bytes sent and no collective", name, got, want)
 		}
 	}
@@ -111,23 +103,40 @@ func checkRing(t *testing.T, w *mpi.World, length int, op mpi.Op, seg int) {
 			t.Fatalf("%s: random ring[%d] = %v, MPI_Allreduce %v", name, i, random[i], ref[i])
 		}
 	}
-	// Every rank holds the same bits.
 	for _, buf := range [][]float32{exact, random} {
-		sum := []int64{0}
-		if len(buf) > 0 {
-			sum[0] = int64(crc32.ChecksumIEEE(unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), 4*len(buf))))
-		}
-		lo, hi := slices.Clone(sum), slices.Clone(sum)
-		if err := w.AllreduceInt64(lo, mpi.Min); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.AllreduceInt64(hi, mpi.Max); err != nil {
-			t.Fatal(err)
-		}
-		if lo[0] != hi[0] {
-			t.Fatalf("%s: ranks hold different results", name)
-		}
+		sameOnAllRanks(t, w, buf, name)
 	}
+}
+
+// sameOnAllRanks fails the test unless every rank holds buf's bits.
+func sameOnAllRanks(t *testing.T, w *mpi.World, buf []float32, what string) {
+	t.Helper()
+	sum := []int64{int64(crc32.ChecksumIEEE(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*len(buf))))}
+	lo, hi := slices.Clone(sum), slices.Clone(sum)
+	if err := w.AllreduceInt64(lo, mpi.Min); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AllreduceInt64(hi, mpi.Max); err != nil {
+		t.Fatal(err)
+	}
+	if lo[0] != hi[0] {
+		t.Fatalf("%s: ranks hold different results", what)
+	}
+}
+
+// ringValuesSent is how many values rank r of n sends in a ring allreduce
+// of length values: every chunk but the one it completes in
+// reduce-scatter (r+1) and the one its left neighbour completes in
+// all-gather (r+2); chunks differ by at most one value.
+func ringValuesSent(length, n, r int) int64 {
+	q, rem := length/n, length%n
+	chunk := func(i int) int64 {
+		if i < rem {
+			return int64(q + 1)
+		}
+		return int64(q)
+	}
+	return 2*int64(length) - chunk((r+1)%n) - chunk((r+2)%n)
 }
 
 // TestAddFloat32 checks the ring's reduction kernel on lengths around its
@@ -190,17 +199,7 @@ func TestHierAllreduce(t *testing.T) {
 							t.Fatalf("len %d op %d: hier[%d] = %v, MPI_Allreduce %v", length, op, i, buf[i], ref[i])
 						}
 					}
-					sum := []int64{int64(crc32.ChecksumIEEE(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*len(buf))))}
-					lo, hi := slices.Clone(sum), slices.Clone(sum)
-					if err := w.AllreduceInt64(lo, mpi.Min); err != nil {
-						t.Fatal(err)
-					}
-					if err := w.AllreduceInt64(hi, mpi.Max); err != nil {
-						t.Fatal(err)
-					}
-					if lo[0] != hi[0] {
-						t.Fatalf("len %d op %d: ranks hold different results", length, op)
-					}
+					sameOnAllRanks(t, w, buf, fmt.Sprintf("hier len %d op %d", length, op))
 				}
 			}
 		})
@@ -251,28 +250,11 @@ func TestRingCompressed(t *testing.T) {
 							}
 						}
 						if n > 1 && length > 0 {
-							q, rem := length/n, length%n
-							chunk := func(i int) int64 {
-								if i < rem {
-									return int64(q + 1)
-								}
-								return int64(q)
-							}
-							if want := 2 * (2*int64(length) - chunk((r+1)%n) - chunk((r+2)%n)); got.Sent != want {
+							if want := 2 * ringValuesSent(length, n, r); got.Sent != want {
 								t.Fatalf("comp %d len %d: %d bytes sent, want %d (16 bits a value)", c.comp, length, got.Sent, want)
 							}
 						}
-						sum := []int64{int64(crc32.ChecksumIEEE(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), 4*len(buf))))}
-						lo, hi := slices.Clone(sum), slices.Clone(sum)
-						if err := w.AllreduceInt64(lo, mpi.Min); err != nil {
-							t.Fatal(err)
-						}
-						if err := w.AllreduceInt64(hi, mpi.Max); err != nil {
-							t.Fatal(err)
-						}
-						if lo[0] != hi[0] {
-							t.Fatalf("comp %d len %d op %d: ranks hold different results", c.comp, length, op)
-						}
+						sameOnAllRanks(t, w, buf, fmt.Sprintf("comp %d len %d op %d", c.comp, length, op))
 					}
 				}
 				exact := make([]float32, 1000)
