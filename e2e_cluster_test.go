@@ -110,15 +110,11 @@ func TestCompress(t *testing.T) {
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--batch-size", "16", "--max-steps", "30", "--log-every", "10"}
 	run := func(name string, args ...string) map[string][]float32 {
-		ck := filepath.Join(dir, name)
-		r := mustTrain(t, 3, append(append(common, "--checkpoint-dir", ck), args...)...)
-		if _, ranks, _ := finalCRC(t, r); ranks != 3 {
-			t.Fatalf("%s: replica check on %d ranks", name, ranks)
-		}
+		r, ts := trainAt(t, 3, 3, dir, name, 30, append(common, args...)...)
 		if name != "none" && !strings.Contains(r.stdout, name+" on the wire") {
 			t.Errorf("%s: not announced:\n%s", name, r.stdout)
 		}
-		return tensors(t, filepath.Join(ck, "step-00000030.safetensors"))
+		return ts
 	}
 	ref := run("none")
 	gap := map[string]float64{}

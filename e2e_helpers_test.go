@@ -203,3 +203,16 @@ func relDiff(want, got []float32) float64 {
 	}
 	return worst / scale
 }
+
+// trainAt runs train on np ranks with args and --checkpoint-dir dir/name,
+// fails the test unless the final replica check covered ranks ranks, and
+// returns the run and the tensors of its checkpoint at step.
+func trainAt(t *testing.T, np, ranks int, dir, name string, step int, args ...string) (result, map[string][]float32) {
+	t.Helper()
+	ck := filepath.Join(dir, name)
+	r := mustTrain(t, np, append(append([]string{}, args...), "--checkpoint-dir", ck)...)
+	if _, got, _ := finalCRC(t, r); got != ranks {
+		t.Fatalf("%s: replica check on %d ranks, want %d", name, got, ranks)
+	}
+	return r, tensors(t, filepath.Join(ck, fmt.Sprintf("step-%08d.safetensors", step)))
+}

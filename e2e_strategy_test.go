@@ -20,12 +20,8 @@ func TestLocalSGD(t *testing.T) {
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--momentum", "0", "--log-every", "20"}
 	run := func(name string, args ...string) map[string][]float32 {
-		ck := filepath.Join(dir, name)
-		r := mustTrain(t, 3, append(append(common, "--checkpoint-dir", ck), args...)...)
-		if _, ranks, _ := finalCRC(t, r); ranks != 3 {
-			t.Fatalf("%s: replica check on %d ranks", name, ranks)
-		}
-		return tensors(t, filepath.Join(ck, "step-00000040.safetensors"))
+		_, ts := trainAt(t, 3, 3, dir, name, 40, append(common, args...)...)
+		return ts
 	}
 	ref := run("allreduce")
 	every1 := run("local-1", "--strategy", "local-sgd", "--sync-every", "1")
@@ -120,12 +116,8 @@ func TestPSSync(t *testing.T) {
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--log-every", "20"}
 	run := func(np int, name string, args ...string) map[string][]float32 {
-		ck := filepath.Join(dir, name)
-		r := mustTrain(t, np, append(append(common, "--checkpoint-dir", ck), args...)...)
-		if _, ranks, _ := finalCRC(t, r); ranks != 2 {
-			t.Fatalf("%s: replica check on %d ranks, want the 2 workers", name, ranks)
-		}
-		return tensors(t, filepath.Join(ck, "step-00000040.safetensors"))
+		_, ts := trainAt(t, np, 2, dir, name, 40, append(common, args...)...) // the 2 workers
+		return ts
 	}
 	ref := run(2, "allreduce")
 	for _, tc := range []struct {
@@ -273,12 +265,8 @@ func TestPSColocated(t *testing.T) {
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--log-every", "20"}
 	run := func(name string, args ...string) map[string][]float32 {
-		ck := filepath.Join(dir, name)
-		r := mustTrain(t, 2, append(append(common, "--checkpoint-dir", ck), args...)...)
-		if _, ranks, _ := finalCRC(t, r); ranks != 2 {
-			t.Fatalf("%s: replica check on %d ranks, want 2 (every rank trains)", name, ranks)
-		}
-		return tensors(t, filepath.Join(ck, "step-00000040.safetensors"))
+		_, ts := trainAt(t, 2, 2, dir, name, 40, append(common, args...)...) // every rank trains
+		return ts
 	}
 	same := func(what string, ref, got map[string][]float32) {
 		t.Helper()
