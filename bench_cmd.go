@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"train/bench"
+	"train/gpu"
 	"train/mpi"
 	"train/trainer"
 )
@@ -102,6 +103,7 @@ var benchCommand = &cli.Command{
 			&cli.IntFlag{Name: "segment-kb", Value: mpi.RingSegment * 4 >> 10, Usage: "ring: segment size in KiB"},
 			&cli.IntFlag{Name: "slots", Value: mpi.RingSlots, Usage: "ring: scratch slots (segments in flight)"},
 			&cli.StringFlag{Name: "compress", Value: "none", Usage: "ring and hier: none, fp16 or bf16 on the wire (sizes stay float32 bytes)"},
+			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu, or cuda: device buffers, --algo from ring (CUDA IPC on one node), ring-host (pinned host buffers), nccl, mpi"},
 		},
 		Action: func(c *cli.Context) error {
 			cfg := bench.AllreduceConfig{
@@ -112,11 +114,32 @@ var benchCommand = &cli.Command{
 			if cfg.Compress, err = mpi.ParseCompression(c.String("compress")); err != nil {
 				return err
 			}
+			dev := c.String("device")
+			if dev != "cpu" && dev != "cuda" {
+				return fmt.Errorf("--device %q: choose cpu or cuda", dev)
+			}
+			if dev == "cuda" && !c.IsSet("algo") {
+				cfg.Algos = []string{"ring", "nccl", "mpi"}
+			}
 			if cfg.Min, err = bench.ParseSize(c.String("minbytes")); err != nil {
 				return fmt.Errorf("-b: %v", err)
 			}
 			if cfg.Max, err = bench.ParseSize(c.String("maxbytes")); err != nil {
 				return fmt.Errorf("-e: %v", err)
+			}
+			if dev == "cuda" {
+				if cfg.Compress != mpi.None {
+					return fmt.Errorf("--compress is for the CPU ring; --device cuda sends float32")
+				}
+				algos := cfg.Algos
+				cfg.Algos = nil
+				if err := cfg.Validate(); err != nil {
+					return err
+				}
+				cfg.Algos = algos
+				return withWorld(c, func(w *mpi.World) error {
+					return bench.AllreduceGPU(w, cfg, gpu.Precision("fp32"), c.App.Writer)
+				})
 			}
 			if err := cfg.Validate(); err != nil {
 				return err

@@ -55,9 +55,10 @@ var (
 	seedFlag   = &cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the initial parameters, the data order and augmentation", EnvVars: env("SEED"), Category: catOptim}
 
 	compressFlag = &cli.StringFlag{Name: "compress", Value: "none", Usage: "gradients on the wire as fp16 or bf16, reduced in float32 (ring, hier; Horovod's Compression.fp16), or none", EnvVars: env("COMPRESS"), Category: catDist}
-	arFlag       = &cli.StringFlag{Name: "allreduce", Value: "ring", Usage: "gradient allreduce: ring (ours, reduce-scatter + all-gather), mpi (MPI_Allreduce) or hier (reduce within each host, ring among hosts, broadcast within the host)", EnvVars: env("ALLREDUCE"), Category: catDist}
+	arFlag       = &cli.StringFlag{Name: "allreduce", Value: "ring", Usage: "gradient allreduce: ring (ours, reduce-scatter + all-gather; on GPUs over CUDA IPC or pinned host buffers), mpi (MPI_Allreduce), hier (reduce within each host, ring among hosts, broadcast within the host) or nccl (--device cuda)", EnvVars: env("ALLREDUCE"), Category: catDist}
 	bucketFlag   = &cli.StringFlag{Name: "bucket-mb", Value: "25", Usage: "gradient bucket size in MiB, whole tensors in backward order (0: one bucket), or auto: try 1/4 to 64 MiB in the first steps and keep the fastest", EnvVars: env("BUCKET_MB"), Category: catDist}
-	deviceFlag   = &cli.StringFlag{Name: "device", Value: "cpu", Usage: "where to train: cpu, or cuda (GPU of local rank % GPUs; the CUDA path is being built)", EnvVars: env("DEVICE"), Category: catDist}
+	deviceFlag   = &cli.StringFlag{Name: "device", Value: "cpu", Usage: "where to train: cpu, or cuda (the GPU of local rank % GPUs; CUDA is opened at run time)", EnvVars: env("DEVICE"), Category: catDist}
+	precFlag     = &cli.StringFlag{Name: "precision", Value: "fp32", Usage: "cuda: fp32, tf32 (tensor cores, 10-bit mantissas) or bf16 (tensor cores on bfloat16 inputs; fp32 master weights)", EnvVars: env("PRECISION"), Category: catDist}
 	strategyFlag = &cli.StringFlag{Name: "strategy", Value: "allreduce", Usage: "how replicas stay in step: allreduce (gradients every step), ps-sync or ps-async (parameter servers, --servers, --staleness) or local-sgd (local steps, parameters and optimizer state averaged every --sync-every steps)", EnvVars: env("STRATEGY"), Category: catDist}
 	serversFlag  = &cli.IntFlag{Name: "servers", Value: 1, Usage: "ps-sync, ps-async: parameter servers, the last ranks (the rest are workers)", EnvVars: env("SERVERS"), Category: catDist}
 	colocateFlag = &cli.BoolFlag{Name: "colocate", Usage: "ps-sync, ps-async: run the --servers servers beside workers, in ranks 0..K-1 (SINGA's server_worker_separate: false), instead of on ranks of their own", EnvVars: env("COLOCATE"), Category: catDist}
@@ -91,7 +92,7 @@ var trainFlags = []cli.Flag{
 	modelFlag, hiddenFlag, depthFlag, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
 	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
-	deviceFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, stallWarn, stallTimeout,
+	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, stallWarn, stallTimeout,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, logFileFlag, plotFlag, progressFlag,
 }
@@ -108,7 +109,7 @@ func trainConfig(c *cli.Context) trainer.Config {
 		Momentum: c.Float64(momFlag.Name), Nesterov: c.Bool(nestFlag.Name), WeightDecay: c.Float64(wdFlag.Name),
 		Beta1: c.Float64(beta1Flag.Name), Beta2: c.Float64(beta2Flag.Name), Eps: c.Float64(epsFlag.Name),
 		ClipGradNorm: c.Float64(clipFlag.Name), Seed: c.Uint64(seedFlag.Name),
-		Device: c.String(deviceFlag.Name), Strategy: c.String(strategyFlag.Name), SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name), PSPushEvery: c.Int(psPushFlag.Name), PSFetchEvery: c.Int(psFetchFlag.Name), Staleness: c.Int(staleFlag.Name),
+		Device: c.String(deviceFlag.Name), Precision: c.String(precFlag.Name), Strategy: c.String(strategyFlag.Name), SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name), PSPushEvery: c.Int(psPushFlag.Name), PSFetchEvery: c.Int(psFetchFlag.Name), Staleness: c.Int(staleFlag.Name),
 		Allreduce: c.String(arFlag.Name), Compress: c.String(compressFlag.Name), BucketMB: bucketMB(c.String(bucketFlag.Name)), BucketAuto: c.String(bucketFlag.Name) == "auto", Overlap: c.Bool(overlapFlag.Name),
 		BN: c.String(bnFlag.Name), Threads: c.Int(threadsFlag.Name),
 		StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name),

@@ -91,3 +91,23 @@ func (w *World) RecvInt64(buf []int64, source, tag int) error {
 	traffic.recv.Add(8 * int64(len(buf)))
 	return errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cI64, C.int(source), C.int(tag)), w.rank, "MPI_Recv")
 }
+
+// SendrecvBytes sends send to rank dest and receives len(recv) bytes from
+// rank source in one call (MPI_Sendrecv), so a ring of ranks can shift
+// without deadlock. The buffers may be C memory (the GPU ring's pinned
+// host buffers); they must not move during the call.
+func (w *World) SendrecvBytes(send []byte, dest int, recv []byte, source, tag int) error {
+	if len(send) > maxCount || len(recv) > maxCount {
+		return fmt.Errorf("rank %d: MPI_Sendrecv: %d/%d bytes, more than one message holds", w.rank, len(send), len(recv))
+	}
+	var sp, rp unsafe.Pointer
+	if len(send) > 0 {
+		sp = unsafe.Pointer(&send[0])
+	}
+	if len(recv) > 0 {
+		rp = unsafe.Pointer(&recv[0])
+	}
+	traffic.sent.Add(int64(len(send)))
+	traffic.recv.Add(int64(len(recv)))
+	return errorf(C.tr_sendrecv(w.comm, sp, C.int(len(send)), C.int(dest), rp, C.int(len(recv)), C.int(source), C.int(tag)), w.rank, "MPI_Sendrecv")
+}

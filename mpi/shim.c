@@ -209,3 +209,7 @@ int tr_probe(MPI_Comm c, int tag, int *source) {
 int tr_recv(MPI_Comm c, void *buf, int count, int type, int source, int tag) {
 	return MPI_Recv(buf, count, tr_type(type), source, tag, c, MPI_STATUS_IGNORE);
 }
+
+int tr_sendrecv(MPI_Comm c, const void *send, int scount, int dest, void *recv, int rcount, int source, int tag) {
+	return MPI_Sendrecv(send, scount, MPI_BYTE, dest, tag, recv, rcount, MPI_BYTE, source, tag, c, MPI_STATUS_IGNORE);
+}

@@ -46,11 +46,26 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 		return err
 	}
 	defer r.sync.close()
+	if r.gpu != nil {
+		if err := r.gpu.toDevice(); err != nil {
+			return err
+		}
+	}
 
 	if err := w.Barrier(); err != nil {
 		return err
 	}
-	gemm := []float64{bench.SgemmGFLOPs(1024)}
+	yard := "SGEMM 1024^3"
+	measure := func() float64 { return bench.SgemmGFLOPs(1024) }
+	if r.gpu != nil {
+		yard = fmt.Sprintf("GPU GEMM 4096^3 (%s)", cfg.Precision)
+		measure = func() float64 {
+			f, err := r.gpu.ctx.GemmGFLOPs(4096, 20)
+			r.gpuErr(err)
+			return f
+		}
+	}
+	gemm := []float64{measure()}
 	gemmMin := []float64{gemm[0]}
 	if err := w.AllreduceFloat64(gemm, mpi.Sum); err != nil {
 		return err
@@ -88,7 +103,10 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 	if err := run(sb.Steps); err != nil {
 		return err
 	}
-	t := []float64{time.Since(start).Seconds(), r.sync.takeWaiting().Seconds(), float64(bench.PeakRSS())}
+	t := []float64{time.Since(start).Seconds(), r.sync.takeWaiting().Seconds(), float64(bench.PeakRSS()), 0}
+	if r.gpu != nil {
+		t[3] = float64(r.gpu.ctx.PeakBytes())
+	}
 	if err := w.AllreduceFloat64(t, mpi.Max); err != nil {
 		return err
 	}
@@ -100,8 +118,17 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 		cfg.modelName(), r.model.Params.Len(), float64(flops)/1e6, r.train.C, r.train.H, r.train.W, r.train.Name)
 	fmt.Fprintf(out, "# %d rank(s) x batch %d, %s, allreduce %s, batchnorm %s; %d warm-up + %d timed steps\n",
 		w.Size(), b, r.blas, cfg.Allreduce, cfg.BN, sb.Warmup, sb.Steps)
-	fmt.Fprintf(out, "# SGEMM 1024^3 on every rank at once: %.1f GFLOP/s per rank (slowest %.1f)\n", sgemm, gemmMin[0])
-	fmt.Fprintf(out, "samples/s %.1f\nms/step %.1f (slowest rank; %.1f of it waiting for gradients)\nGFLOP/s per rank %.1f\nfraction of SGEMM %.2f\npeak RSS per rank %.0f MiB\n",
-		sps, perStep*1e3, t[1]/float64(sb.Steps)*1e3, perRank, perRank/sgemm, t[2]/(1<<20))
+	if r.gpu != nil {
+		fmt.Fprintf(out, "# %s, precision %s\n", r.gpu.ctx.Dev, cfg.Precision)
+	}
+	fmt.Fprintf(out, "# %s on every rank at once: %.1f GFLOP/s per rank (slowest %.1f)\n", yard, sgemm, gemmMin[0])
+	fmt.Fprintf(out, "samples/s %.1f\nms/step %.2f (slowest rank; %.2f of it waiting for gradients)\nGFLOP/s per rank %.1f\nfraction of %s %.2f\npeak RSS per rank %.0f MiB\n",
+		sps, perStep*1e3, t[1]/float64(sb.Steps)*1e3, perRank, yard, perRank/sgemm, t[2]/(1<<20))
+	if r.gpu != nil {
+		fmt.Fprintf(out, "peak device memory per rank %.0f MiB (train's allocations; cuDNN's and cuBLAS's own not counted)\n", t[3]/(1<<20))
+	}
+	if r.bnErr != nil {
+		return r.bnErr
+	}
 	return nil
 }

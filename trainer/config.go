@@ -43,6 +43,7 @@ type Config struct {
 	Seed         uint64
 
 	Device    string // "cpu" or "cuda"
+	Precision string // cuda: fp32, tf32 or bf16 (package gpu's Precision)
 	Strategy  string // "allreduce" or "local-sgd"
 	SyncEvery int    // local-sgd: steps between averages
 	Servers   int    // ps-*: the last Servers ranks are parameter servers
@@ -81,7 +82,7 @@ type Config struct {
 }
 
 // Allreduces lists the gradient allreduce algorithms.
-var Allreduces = []string{"ring", "mpi", "hier"}
+var Allreduces = []string{"ring", "mpi", "hier", "nccl"}
 
 // optimConfig is the optimizer part of c, with only the settings the
 // chosen optimizer uses.
@@ -162,6 +163,16 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--keep %d: must not be negative", c.Keep)
 	case c.Device != "cpu" && c.Device != "cuda":
 		return fmt.Errorf("--device %q: choose cpu or cuda", c.Device)
+	case c.Precision != "" && c.Precision != "fp32" && c.Precision != "tf32" && c.Precision != "bf16":
+		return fmt.Errorf("--precision %q: choose fp32, tf32 or bf16", c.Precision)
+	case c.Device == "cpu" && c.Precision != "" && c.Precision != "fp32":
+		return fmt.Errorf("--precision %s is for --device cuda; the CPU path computes in fp32", c.Precision)
+	case c.Device == "cpu" && c.Allreduce == "nccl":
+		return fmt.Errorf("--allreduce nccl needs --device cuda (NCCL reduces GPU buffers); use ring or mpi")
+	case c.Device == "cuda" && c.Strategy != "allreduce":
+		return fmt.Errorf("--device cuda with --strategy %s: the GPU path trains with --strategy allreduce so far", c.Strategy)
+	case c.Device == "cuda" && (c.Allreduce == "hier" || c.Compress != "none"):
+		return fmt.Errorf("--device cuda: --allreduce hier and --compress are CPU-path features; use --allreduce ring, nccl or mpi")
 	case !slices.Contains([]string{"allreduce", "local-sgd", "ps-sync", "ps-async"}, c.Strategy):
 		return fmt.Errorf("--strategy %q: choose allreduce, ps-sync, ps-async or local-sgd", c.Strategy)
 	case c.Staleness < -1:

@@ -54,6 +54,11 @@ func (r *run) loop() error {
 	}
 	var st stepTimes
 	lastLoss, lastSps := 0.0, 0.0
+	if r.gpu != nil {
+		if err := r.gpu.toDevice(); err != nil {
+			return err
+		}
+	}
 
 	for s.Epoch < c.Epochs && !done() {
 		idx := r.sampler.Epoch(s.Epoch)
@@ -251,6 +256,17 @@ func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, 
 		t = now
 		return d
 	}
+	if r.gpu != nil {
+		loss, correct, finite, err := r.gpuStep(x, y, lr, st, lap)
+		if err != nil {
+			return 0, 0, err
+		}
+		st.optimize = lap()
+		if !finite {
+			return 0, 0, r.notFinite(loss)
+		}
+		return loss, correct, nil
+	}
 	if !r.psHeld {
 		clear(p.Grad) // else ps-async sums the gradients of the steps until its next push
 	}
@@ -294,18 +310,23 @@ func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, 
 	}
 	st.optimize = lap()
 	if !finite {
-		// Every rank applied the same averaged gradient, so every rank
-		// sees this at the same step: an agreed stop, and no checkpoint of
-		// the spoilt parameters.
-		kept := "no checkpoint was written"
-		if r.lastSaved >= 0 {
-			kept = fmt.Sprintf("the last checkpoint, step %d, is kept", r.lastSaved)
-		}
-		return 0, 0, &JobError{Rank: 0, Own: r.w.Rank() == 0, Err: fmt.Errorf(
-			"step %d: the gradients are not finite (NaN or Inf; loss %.4g on rank 0): training stopped, %s; lower --lr or set --clip-grad-norm",
-			r.state.Step, loss, kept)}
+		return 0, 0, r.notFinite(loss)
 	}
 	return loss, correct, nil
+}
+
+// notFinite is the error of a step whose gradients were not finite.
+// Every rank applied the same averaged gradient, so every rank sees this
+// at the same step: an agreed stop, and no checkpoint of the spoilt
+// parameters.
+func (r *run) notFinite(loss float64) error {
+	kept := "no checkpoint was written"
+	if r.lastSaved >= 0 {
+		kept = fmt.Sprintf("the last checkpoint, step %d, is kept", r.lastSaved)
+	}
+	return &JobError{Rank: 0, Own: r.w.Rank() == 0, Err: fmt.Errorf(
+		"step %d: the gradients are not finite (NaN or Inf; loss %.4g on rank 0): training stopped, %s; lower --lr or set --clip-grad-norm",
+		r.state.Step, loss, kept)}
 }
 
 // checkStop ends training at this step on every rank if a signal reached
@@ -359,6 +380,11 @@ func (r *run) average() error {
 // construction and are left alone). Under local SGD the parameters are
 // averaged first.
 func (r *run) syncBuffers() error {
+	if r.gpu != nil {
+		if err := r.gpu.toHost(); err != nil {
+			return err
+		}
+	}
 	if err := r.average(); err != nil {
 		return err
 	}
@@ -390,6 +416,9 @@ func (r *run) syncBuffers() error {
 			}
 		}
 	}
+	if r.gpu != nil {
+		return r.gpu.net.B.Upload(p.Buffers)
+	}
 	return nil
 }
 
@@ -401,6 +430,9 @@ func (r *run) endEpoch(train *stats, took time.Duration) error {
 	}
 	start := time.Now()
 	test := r.evaluate()
+	if r.bnErr != nil {
+		return r.bnErr
+	}
 	r.tl.span("evaluate", tidTraining, start, time.Since(start), nil)
 	sum := []float64{train.loss, train.correct, train.count, test.loss, test.correct, test.count}
 	r.prog.enter(opEvaluation)
@@ -441,6 +473,11 @@ func (r *run) evaluate() stats {
 		hi := min(lo+eb, len(idx))
 		n := hi - lo
 		r.test.Batch(x, y, idx[lo:hi])
+		if r.gpu != nil {
+			loss, correct := r.gpuEvaluate(x, y, n)
+			st.add(loss, correct, n)
+			continue
+		}
 		logits := r.model.Forward(x, n)
 		loss, correct := model.SoftmaxCrossEntropy(nil, logits, y, n, r.model.Classes())
 		st.add(loss, correct, n)

@@ -17,7 +17,6 @@ import (
 
 	"train/checkpoint"
 	"train/data"
-	"train/gpu"
 	"train/model"
 	"train/mpi"
 	"train/openblas"
@@ -60,6 +59,7 @@ type run struct {
 	ps          *psClient                     // ps-sync: the servers
 	freePS      func()                        // frees the communicators startPS made
 	hier        *mpi.Hier                     // --allreduce hier's communicators; nil otherwise
+	gpu         *gpuRun                       // --device cuda; nil on the CPU
 	gradReduce  func([]float32, mpi.Op) error // the gradient buckets' allreduce (compressed or not)
 	tune        *bucketTuner                  // --bucket-mb auto while it tries sizes; nil otherwise
 	bucketKept  int                           // --bucket-mb auto's choice, saved in checkpoints; 0 before
@@ -182,13 +182,6 @@ func (r *run) reduceBN(buf []float64) {
 // checkpoint directory: everything each rank can get wrong on its own.
 func (r *run) setup() error {
 	c := &r.cfg
-	if c.Device == "cuda" {
-		d, err := gpu.ForLocalRank(r.w.LocalRank())
-		if err != nil {
-			return fmt.Errorf("--device cuda: %v; train on the CPU with --device cpu", err)
-		}
-		return fmt.Errorf("--device cuda: found %v, but GPU training is not built yet; use --device cpu", d)
-	}
 	r.blas = r.loadBLAS()
 	var err error
 	r.train, r.test, err = data.Load(data.Source{Dir: c.DataDir, SyntheticShape: c.SyntheticShape, SyntheticSamples: c.SyntheticSamples, Seed: c.Seed})
@@ -260,6 +253,11 @@ func (r *run) setup() error {
 		return err
 	}
 	r.state = checkpoint.State{Params: p.Data, Buffers: p.Buffers, Optim: r.opt.State()}
+	if c.Device == "cuda" {
+		if err := r.setupGPU(); err != nil {
+			return err
+		}
+	}
 	if c.CheckpointDir != "" && r.w.Rank() == 0 {
 		if err := checkWritable(c.CheckpointDir); err != nil {
 			return fmt.Errorf("--checkpoint-dir %s: %v", c.CheckpointDir, err)

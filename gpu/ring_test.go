@@ -1,0 +1,137 @@
+package gpu_test
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"train/gpu"
+	"train/mpi"
+	"train/mpi/mpitest"
+)
+
+// TestRing runs our GPU ring allreduce under real mpirun with 2, 3 and 4
+// ranks sharing the one GPU, over both transports (CUDA IPC and pinned host
+// buffers with small segments), on lengths that stress chunking: exact
+// integer sums must come out exactly, means within rounding, and every rank
+// must end with the same bits.
+func TestRing(t *testing.T) {
+	if _, err := gpu.Count(); err != nil && !mpitest.InRank() {
+		t.Skipf("no GPU here (%v): GPU tests run on the GPU machine (scripts/gpu-check.sh)", err)
+	}
+	for _, np := range []int{2, 3, 4} {
+		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
+			if !mpitest.Launch(t, np, 3*time.Minute) {
+				return
+			}
+			w, err := mpi.Init()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Finalize()
+			c, err := gpu.Open(w.LocalRank(), "fp32")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gpu.RingSegment = 64 << 10
+			for _, mode := range []string{"ipc", "host"} {
+				r, err := gpu.NewRing(c, w, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// One allocation for all lengths, as the gradient buffer is
+				// one: the IPC transport maps each allocation once.
+				b := c.MustAlloc(1<<20 + 8)
+				for _, n := range []int{1, np - 1, np + 1, 99991, 1<<20 + 3} {
+					for _, mean := range []bool{false, true} {
+						checkGPURing(t, w, b, r.Allreduce, n, mean, mode)
+					}
+				}
+				r.Close()
+				b.Close()
+			}
+		})
+	}
+}
+
+func checkGPURing(t *testing.T, w *mpi.World, b *gpu.Buf, allreduce func(*gpu.Buf, bool) error, n int, mean bool, what string) {
+	t.Helper()
+	N, me := w.Size(), w.Rank()
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32((i%1000)*(me+1) - 300)
+	}
+	view := b.Slice(3, n) // a view with an offset, as gradient buckets are
+	if err := view.Upload(v); err != nil {
+		t.Fatal(err)
+	}
+	if err := allreduce(view, mean); err != nil {
+		t.Fatalf("%s n=%d: %v", what, n, err)
+	}
+	got := make([]float32, n)
+	if err := view.Download(got); err != nil {
+		t.Fatal(err)
+	}
+	tri := float32(N * (N + 1) / 2)
+	for i, g := range got {
+		want := float32(i%1000)*tri - float32(300*N)
+		if mean {
+			want /= float32(N)
+		}
+		if (!mean && g != want) || math.Abs(float64(g-want)) > 1e-5*math.Abs(float64(want))+1e-6 {
+			t.Fatalf("%s n=%d mean=%v: [%d] = %v, want %v", what, n, mean, i, g, want)
+		}
+	}
+	// Identical bits on every rank: max and min over the ranks agree.
+	hi, lo := append([]float32(nil), got...), append([]float32(nil), got...)
+	w.AllreduceFloat32(hi, mpi.Max)
+	w.AllreduceFloat32(lo, mpi.Min)
+	for i := range hi {
+		if hi[i] != lo[i] {
+			t.Fatalf("%s n=%d: ranks differ at %d: %v vs %v", what, n, i, lo[i], hi[i])
+		}
+	}
+}
+
+// TestNCCL checks NCCL's allreduce where it can run: one rank always; two
+// ranks on one GPU NCCL refuses (one GPU per rank), and the error must say
+// so rather than hang.
+func TestNCCL(t *testing.T) {
+	if _, err := gpu.Count(); err != nil && !mpitest.InRank() {
+		t.Skipf("no GPU here (%v): GPU tests run on the GPU machine (scripts/gpu-check.sh)", err)
+	}
+	for _, np := range []int{1, 2} {
+		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
+			if !mpitest.Launch(t, np, 2*time.Minute) {
+				return
+			}
+			w, err := mpi.Init()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Finalize()
+			c, err := gpu.Open(w.LocalRank(), "fp32")
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, err := gpu.NewNCCL(c, w)
+			if err != nil {
+				if np > 1 && strings.Contains(err.Error(), "one GPU per rank") {
+					fmt.Fprintf(os.Stderr, "rank %d: NCCL with %d ranks on one GPU: %v\n", w.Rank(), np, err)
+					return
+				}
+				t.Fatal(err)
+			}
+			defer x.Close()
+			b := c.MustAlloc(99999)
+			defer b.Close()
+			checkGPURing(t, w, b, x.Allreduce, 99991, true, "nccl")
+			if np > 1 {
+				fmt.Fprintf(os.Stderr, "rank %d: NCCL ran with %d ranks on one GPU\n", w.Rank(), np)
+			}
+		})
+	}
+}
