@@ -33,7 +33,7 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 	if err := agree(w, r.setup()); err != nil {
 		return err
 	}
-	if r.cfg.BN == "sync" {
+	if r.cfg.BN == "sync" && w.Size() > 1 { // one rank: its own statistics are the global ones
 		var err error
 		if r.bn, err = w.Dup(); err != nil {
 			return err

@@ -106,7 +106,7 @@ func (r *run) job(out io.Writer) error {
 		return err
 	}
 	defer r.closeObservers()
-	if r.cfg.BN == "sync" {
+	if r.cfg.BN == "sync" && w.Size() > 1 { // one rank: its own statistics are the global ones
 		var err error
 		if r.bn, err = w.Dup(); err != nil {
 			return err
