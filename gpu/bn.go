@@ -61,7 +61,7 @@ func (l *bn) forward(y, x *Buf, n int) {
 	c := l.c
 	if !l.mode.Training {
 		c.launch("bn_eval_scale", int64(C), l.scale, l.gamma, l.rvar, C, float32(bnEps))
-		c.launch("bn_apply", int64(n*C*hw), y, x, l.rmean, l.scale, l.beta, int64(n), C, hw, l.s.ReLU)
+		c.launch("bn_apply", int64(n*C*hw), y, x, l.rmean, l.scale, l.beta, n, C, hw, l.s.ReLU)
 		return
 	}
 	l.sums.Zero()
@@ -73,7 +73,7 @@ func (l *bn) forward(y, x *Buf, n int) {
 	l.count = m
 	c.launch("bn_finalize", int64(C), l.sums, m, l.gamma, l.rmean, l.rvar, l.mhi, l.mlo, l.invstd, l.scale, C, float64(bnMomentum), float64(bnEps))
 	c.launchGrid("inc_i64", 1, 1, 1, l.batches)
-	c.launch("bn_apply", int64(n*C*hw), y, x, l.mhi, l.scale, l.beta, int64(n), C, hw, l.s.ReLU)
+	c.launch("bn_apply", int64(n*C*hw), y, x, l.mhi, l.scale, l.beta, n, C, hw, l.s.ReLU)
 }
 
 func (l *bn) backward(dx, dy, x, y *Buf, n int) {
@@ -89,5 +89,5 @@ func (l *bn) backward(dx, dy, x, y *Buf, n int) {
 		l.reduce(2*C, 0)
 	}
 	c.launch("bn_dx_coef", int64(C), l.ka, l.kb, l.kc, l.sums, l.gamma, l.invstd, C, l.count)
-	c.launch("bn_dx", int64(n*C*hw), dx, dy, x, y, l.mhi, l.ka, l.kb, l.kc, int64(n), C, hw, l.s.ReLU)
+	c.launch("bn_dx", int64(n*C*hw), dx, dy, x, y, l.mhi, l.ka, l.kb, l.kc, n, C, hw, l.s.ReLU)
 }

@@ -39,7 +39,7 @@ func (l *conv) plan(n int) unsafe.Pointer {
 	var p unsafe.Pointer
 	var ws C.size_t
 	tensorOps := cbool(l.c.Precision != "fp32")
-	if r := C.cudnn_conv_new(l.c.dnn, &p, C.int(n), C.int(s.InC), C.int(s.InH), C.int(s.InW), C.int(s.OutC), C.int(s.K), C.int(s.Stride), C.int(s.Pad), tensorOps, &ws); r != 0 {
+	if r := C.cudnn_conv_new(l.c.dnn, &p, C.int(n), C.int(s.InC), C.int(s.InH), C.int(s.InW), C.int(s.OutC), C.int(s.K), C.int(s.Stride), C.int(s.Pad), tensorOps, cbool(l.c.Deterministic), &ws); r != 0 {
 		l.c.fail(fmt.Errorf("cuDNN convolution %dx%dx%dx%d -> %d channels, %dx%d kernel: %s", n, s.InC, s.InH, s.InW, s.OutC, s.K, s.K, C.GoString(C.cudnn_error_string(r))))
 		return nil
 	}
@@ -59,7 +59,7 @@ func (l *conv) forward(y, x *Buf, n int) {
 	}
 	if l.b != nil {
 		hw := l.s.OutH * l.s.OutW
-		l.c.launch("bias_chan", int64(n*l.s.Out), y, l.b, int64(n), l.s.OutC, hw)
+		l.c.launch("bias_chan", int64(n*l.s.Out), y, l.b, n, l.s.OutC, hw)
 	}
 }
 

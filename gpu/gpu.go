@@ -145,6 +145,28 @@ type Ctx struct {
 	err       error // the first failure of a queued call; see Err
 	live      int64 // bytes of device memory this process holds through Alloc
 	peak      int64
+	// Deterministic (TRAIN_GPU_DETERMINISTIC=1) picks cuDNN's algorithms by
+	// its heuristics among the deterministic ones, so two runs compute the
+	// same bits; by default the fastest algorithms cuDNN measures are used,
+	// which may differ from run to run (and some add with atomics).
+	Deterministic bool
+	// Profile, when non-nil, collects the time of each layer kind's
+	// forward and backward, every timed call fenced by Syncs (slower: for
+	// finding where a step's time goes; TRAIN_GPU_PROFILE=1).
+	Profile map[string]time.Duration
+}
+
+// timed runs f, adding its time to Profile[name] when profiling.
+func (c *Ctx) timed(name string, f func()) {
+	if c.Profile == nil {
+		f()
+		return
+	}
+	c.Sync()
+	t := time.Now()
+	f()
+	c.Sync()
+	c.Profile[name] += time.Since(t)
 }
 
 // PeakBytes is the most device memory held through Alloc at once (the
@@ -190,7 +212,10 @@ func Open(localRank int, prec Precision) (*Ctx, error) {
 	if err := check("cuDevicePrimaryCtxRetain", C.cu_ctx_open(C.int(dev.Ordinal))); err != nil {
 		return nil, err
 	}
-	c := &Ctx{Dev: dev, Precision: prec, fns: map[string]unsafe.Pointer{}}
+	c := &Ctx{Dev: dev, Precision: prec, fns: map[string]unsafe.Pointer{}, Deterministic: os.Getenv("TRAIN_GPU_DETERMINISTIC") == "1"}
+	if os.Getenv("TRAIN_GPU_PROFILE") == "1" {
+		c.Profile = map[string]time.Duration{}
+	}
 	if err := check("cuStreamCreate", C.cu_stream_create(&c.stream)); err != nil {
 		return nil, err
 	}

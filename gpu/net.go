@@ -121,9 +121,14 @@ func (n *Net) Download() error {
 	return n.B.Download(p.Buffers)
 }
 
-func (n *Net) ensure(b int) {
+func (n *Net) ensure(b int) error {
 	if b <= n.batch {
-		return
+		return nil
+	}
+	for _, s := range n.specs {
+		if int64(b)*int64(max(s.In, s.Out)) >= 1<<31 {
+			return fmt.Errorf("gpu: batch %d: a layer's activations exceed 2^31 values (the kernels index with int32); lower --batch-size", b)
+		}
 	}
 	n.ctx.Sync()
 	for _, a := range append(n.acts, n.grads...) {
@@ -153,18 +158,25 @@ func (n *Net) ensure(b int) {
 		n.labels.Close()
 	}
 	n.labels = n.ctx.MustAlloc(b)
+	return n.ctx.Err()
 }
 
 // Forward runs the network on x (b samples, NCHW) and leaves the logits
 // on the device.
 func (n *Net) Forward(x []float32, b int) error {
-	n.ensure(b)
+	if err := n.ensure(b); err != nil {
+		return err
+	}
 	if err := n.acts[0].Upload(x[:b*n.specs[0].In]); err != nil {
 		return err
 	}
 	for i, l := range n.layers {
-		if l != nil {
+		switch {
+		case l == nil:
+		case n.specs[i].Kind == "block": // times its parts
 			l.forward(n.acts[i+1], n.acts[i], b)
+		default:
+			n.ctx.timed(n.specs[i].Kind+" fwd", func() { l.forward(n.acts[i+1], n.acts[i], b) })
 		}
 	}
 	return n.ctx.Err()
@@ -213,7 +225,11 @@ func (n *Net) Backward(b int) error {
 		if i > first {
 			dx = n.grads[i]
 		}
-		l.backward(dx, n.grads[i+1], n.acts[i], n.acts[i+1], b)
+		if n.specs[i].Kind == "block" {
+			l.backward(dx, n.grads[i+1], n.acts[i], n.acts[i+1], b)
+		} else {
+			n.ctx.timed(n.specs[i].Kind+" bwd", func() { l.backward(dx, n.grads[i+1], n.acts[i], n.acts[i+1], b) })
+		}
 		if n.OnGradReady != nil && n.paramLo[i] >= 0 {
 			n.OnGradReady(n.paramLo[i])
 		}
@@ -253,7 +269,7 @@ type linear struct {
 func (l *linear) forward(y, x *Buf, n int) {
 	in, out := l.s.In, l.s.Out
 	l.c.gemm(false, true, n, out, in, 1, x, in, l.w, in, 0, y, out)
-	l.c.launch("bias_rows", int64(n*out), y, l.b, int64(n), out)
+	l.c.launch("bias_rows", int64(n*out), y, l.b, n, out)
 }
 
 func (l *linear) backward(dx, dy, x, _ *Buf, n int) {
@@ -298,7 +314,7 @@ func (l *maxpool) forward(y, x *Buf, n int) {
 		}
 		l.arg = l.c.MustAlloc(n * l.s.Out)
 	}
-	l.c.launch("maxpool_fwd", int64(n*l.s.Out), y, l.arg, x, int64(n*l.s.InC), l.s.InH, l.s.InW, l.s.KH)
+	l.c.launch("maxpool_fwd", int64(n*l.s.Out), y, l.arg, x, n*l.s.InC, l.s.InH, l.s.InW, l.s.KH)
 }
 
 func (l *maxpool) backward(dx, dy, _, _ *Buf, n int) {
@@ -306,7 +322,7 @@ func (l *maxpool) backward(dx, dy, _, _ *Buf, n int) {
 		return
 	}
 	dx.Slice(0, n*l.s.In).Zero()
-	l.c.launch("maxpool_bwd", int64(n*l.s.Out), dx, dy, l.arg, int64(n*l.s.InC), l.s.InH, l.s.InW, l.s.KH)
+	l.c.launch("maxpool_bwd", int64(n*l.s.Out), dx, dy, l.arg, n*l.s.InC, l.s.InH, l.s.InW, l.s.KH)
 }
 
 type avgpool struct {
@@ -315,12 +331,12 @@ type avgpool struct {
 }
 
 func (l *avgpool) forward(y, x *Buf, n int) {
-	l.c.launch("avgpool_fwd", int64(n*l.s.Out), y, x, int64(n*l.s.InC), l.s.InH, l.s.InW, l.s.KH, l.s.KW)
+	l.c.launch("avgpool_fwd", int64(n*l.s.Out), y, x, n*l.s.InC, l.s.InH, l.s.InW, l.s.KH, l.s.KW)
 }
 
 func (l *avgpool) backward(dx, dy, _, _ *Buf, n int) {
 	if dx != nil {
-		l.c.launch("avgpool_bwd", int64(n*l.s.In), dx, dy, int64(n*l.s.InC), l.s.InH, l.s.InW, l.s.KH, l.s.KW)
+		l.c.launch("avgpool_bwd", int64(n*l.s.In), dx, dy, n*l.s.InC, l.s.InH, l.s.InW, l.s.KH, l.s.KW)
 	}
 }
 
@@ -358,39 +374,41 @@ func (b *block) ensure(n int) {
 func (b *block) forward(y, x *Buf, n int) {
 	b.ensure(n)
 	o := n * b.s.Out
-	b.conv1.forward(b.c1, x, n)
-	b.bn1.forward(b.b1, b.c1, n)
-	b.conv2.forward(b.c2, b.b1, n)
-	b.bn2.forward(b.b2, b.c2, n)
+	t := b.c.timed
+	t("conv fwd", func() { b.conv1.forward(b.c1, x, n) })
+	t("bn fwd", func() { b.bn1.forward(b.b1, b.c1, n) })
+	t("conv fwd", func() { b.conv2.forward(b.c2, b.b1, n) })
+	t("bn fwd", func() { b.bn2.forward(b.b2, b.c2, n) })
 	short := x
 	if b.scConv != nil {
-		b.scConv.forward(b.s1, x, n)
-		b.scBN.forward(b.s2, b.s1, n)
+		t("conv fwd", func() { b.scConv.forward(b.s1, x, n) })
+		t("bn fwd", func() { b.scBN.forward(b.s2, b.s1, n) })
 		short = b.s2
 	}
-	b.c.launch("add_relu", int64(o), y, b.b2, short, int64(o))
+	t("add_relu fwd", func() { b.c.launch("add_relu", int64(o), y, b.b2, short, int64(o)) })
 }
 
 func (b *block) backward(dx, dy, x, y *Buf, n int) {
 	o := n * b.s.Out
-	b.c.launch("relu_bwd", int64(o), b.g, dy, y, int64(o))
-	b.bn2.backward(b.t1, b.g, b.c2, b.b2, n)
-	b.conv2.backward(b.t2, b.t1, b.b1, b.c2, n)
-	b.bn1.backward(b.t1, b.t2, b.c1, b.b1, n)
+	t := b.c.timed
+	t("add_relu bwd", func() { b.c.launch("relu_bwd", int64(o), b.g, dy, y, int64(o)) })
+	t("bn bwd", func() { b.bn2.backward(b.t1, b.g, b.c2, b.b2, n) })
+	t("conv bwd", func() { b.conv2.backward(b.t2, b.t1, b.b1, b.c2, n) })
+	t("bn bwd", func() { b.bn1.backward(b.t1, b.t2, b.c1, b.b1, n) })
 	if b.scConv != nil {
-		b.scBN.backward(b.t2, b.g, b.s1, b.s2, n)
+		t("bn bwd", func() { b.scBN.backward(b.t2, b.g, b.s1, b.s2, n) })
 		if dx == nil {
-			b.scConv.backward(nil, b.t2, x, b.s1, n)
-			b.conv1.backward(nil, b.t1, x, b.c1, n)
+			t("conv bwd", func() { b.scConv.backward(nil, b.t2, x, b.s1, n) })
+			t("conv bwd", func() { b.conv1.backward(nil, b.t1, x, b.c1, n) })
 			return
 		}
-		b.scConv.backward(b.dxs, b.t2, x, b.s1, n)
-		b.conv1.backward(dx, b.t1, x, b.c1, n)
-		dx.Slice(0, n*b.s.In).AddFrom(b.dxs.Slice(0, n*b.s.In))
+		t("conv bwd", func() { b.scConv.backward(b.dxs, b.t2, x, b.s1, n) })
+		t("conv bwd", func() { b.conv1.backward(dx, b.t1, x, b.c1, n) })
+		t("add_relu bwd", func() { dx.Slice(0, n*b.s.In).AddFrom(b.dxs.Slice(0, n*b.s.In)) })
 		return
 	}
-	b.conv1.backward(dx, b.t1, x, b.c1, n)
+	t("conv bwd", func() { b.conv1.backward(dx, b.t1, x, b.c1, n) })
 	if dx != nil {
-		dx.Slice(0, o).AddFrom(b.g.Slice(0, o))
+		t("add_relu bwd", func() { dx.Slice(0, o).AddFrom(b.g.Slice(0, o)) })
 	}
 }

@@ -245,6 +245,11 @@ func NewNCCL(c *Ctx, w Comm) (*NCCL, error) {
 	if err := lib("TRAIN_LIBNCCL", func(p, e *C.char, n C.int) C.int { return C.nccl_load(p, e, n) }, LibNCCL, "libnccl.so"); err != nil {
 		return nil, fmt.Errorf("--allreduce nccl needs NCCL: %v", err)
 	}
+	// NCCL refuses ranks that share a GPU, and its refusal has been seen
+	// to take a process down with it: say so before asking.
+	if n, err := Count(); err == nil && w.LocalSize() > n {
+		return nil, fmt.Errorf("--allreduce nccl needs one GPU per rank: %d ranks share this node's %d GPU(s); use --allreduce ring", w.LocalSize(), n)
+	}
 	var id [128]byte
 	if w.Rank() == 0 {
 		if r := C.nccl_unique_id(unsafe.Pointer(&id[0])); r != 0 {
@@ -256,11 +261,7 @@ func NewNCCL(c *Ctx, w Comm) (*NCCL, error) {
 	}
 	x := &NCCL{c: c, size: w.Size()}
 	if r := C.nccl_init(&x.comm, C.int(w.Size()), unsafe.Pointer(&id[0]), C.int(w.Rank())); r != 0 {
-		msg := C.GoString(C.nccl_error_string(r))
-		if w.LocalSize() > 1 {
-			msg += fmt.Sprintf(" (NCCL needs one GPU per rank; %d ranks share this node's GPUs)", w.LocalSize())
-		}
-		return nil, fmt.Errorf("ncclCommInitRank: %s", msg)
+		return nil, fmt.Errorf("ncclCommInitRank: %s", C.GoString(C.nccl_error_string(r)))
 	}
 	return x, nil
 }

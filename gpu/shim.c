@@ -324,6 +324,9 @@ static int (*p_cdesc_destroy)(void *);
 static int (*p_find_fwd)(void *, void *, void *, void *, void *, int, int *, perf *);
 static int (*p_find_bwd_data)(void *, void *, void *, void *, void *, int, int *, perf *);
 static int (*p_find_bwd_filter)(void *, void *, void *, void *, void *, int, int *, perf *);
+static int (*p_heur_fwd)(void *, void *, void *, void *, void *, int, int *, perf *);
+static int (*p_heur_bwd_data)(void *, void *, void *, void *, void *, int, int *, perf *);
+static int (*p_heur_bwd_filter)(void *, void *, void *, void *, void *, int, int *, perf *);
 static int (*p_fwd)(void *, const void *, void *, const void *, void *, const void *, void *, int, void *, size_t,
                     const void *, void *, void *);
 static int (*p_bwd_data)(void *, const void *, void *, const void *, void *, const void *, void *, int, void *,
@@ -349,6 +352,9 @@ int cudnn_load(const char *path, char *err, int errlen) {
 	    {(void **)&p_find_fwd, "cudnnFindConvolutionForwardAlgorithm"},
 	    {(void **)&p_find_bwd_data, "cudnnFindConvolutionBackwardDataAlgorithm"},
 	    {(void **)&p_find_bwd_filter, "cudnnFindConvolutionBackwardFilterAlgorithm"},
+	    {(void **)&p_heur_fwd, "cudnnGetConvolutionForwardAlgorithm_v7"},
+	    {(void **)&p_heur_bwd_data, "cudnnGetConvolutionBackwardDataAlgorithm_v7"},
+	    {(void **)&p_heur_bwd_filter, "cudnnGetConvolutionBackwardFilterAlgorithm_v7"},
 	    {(void **)&p_fwd, "cudnnConvolutionForward"},
 	    {(void **)&p_bwd_data, "cudnnConvolutionBackwardData"},
 	    {(void **)&p_bwd_filter, "cudnnConvolutionBackwardFilter"},
@@ -383,10 +389,11 @@ void cudnn_conv_free(void *cv) {
 	free(c);
 }
 
-// best is the fastest algorithm that succeeded within the workspace limit.
-static int best(perf *p, int n, size_t limit, size_t *need) {
+// best is the first algorithm of the list (fastest first) that succeeded
+// within the workspace limit, and is deterministic if asked.
+static int best(perf *p, int n, size_t limit, int det, size_t *need) {
 	for (int i = 0; i < n; i++) {
-		if (p[i].status == 0 && p[i].memory <= limit) {
+		if (p[i].status == 0 && p[i].memory <= limit && (!det || p[i].determinism == 1)) {
 			if (p[i].memory > *need) *need = p[i].memory;
 			return p[i].algo;
 		}
@@ -395,7 +402,7 @@ static int best(perf *p, int n, size_t limit, size_t *need) {
 }
 
 int cudnn_conv_new(void *h, void **out, int n, int inC, int inH, int inW, int outC, int k, int stride, int pad,
-                   int tensorOps, size_t *workspace) {
+                   int tensorOps, int det, size_t *workspace) {
 	CUR;
 	conv *c = calloc(1, sizeof *c);
 	int outH = (inH + 2 * pad - k) / stride + 1, outW = (inW + 2 * pad - k) / stride + 1;
@@ -412,12 +419,12 @@ int cudnn_conv_new(void *h, void **out, int n, int inC, int inH, int inW, int ou
 	int got = 0;
 	const size_t limit = (size_t)512 << 20;
 	*workspace = 0;
-	if (!r) r = p_find_fwd(h, c->x, c->w, c->c, c->y, 16, &got, p);
-	if (!r && (c->fwd = best(p, got, limit, workspace)) < 0) r = 9; // CUDNN_STATUS_NOT_SUPPORTED
-	if (!r) r = p_find_bwd_data(h, c->w, c->y, c->c, c->x, 16, &got, p);
-	if (!r && (c->bwdData = best(p, got, limit, workspace)) < 0) r = 9;
-	if (!r) r = p_find_bwd_filter(h, c->x, c->y, c->c, c->w, 16, &got, p);
-	if (!r && (c->bwdFilter = best(p, got, limit, workspace)) < 0) r = 9;
+	if (!r) r = (det ? p_heur_fwd : p_find_fwd)(h, c->x, c->w, c->c, c->y, 16, &got, p);
+	if (!r && (c->fwd = best(p, got, limit, det, workspace)) < 0) r = 9; // CUDNN_STATUS_NOT_SUPPORTED
+	if (!r) r = (det ? p_heur_bwd_data : p_find_bwd_data)(h, c->w, c->y, c->c, c->x, 16, &got, p);
+	if (!r && (c->bwdData = best(p, got, limit, det, workspace)) < 0) r = 9;
+	if (!r) r = (det ? p_heur_bwd_filter : p_find_bwd_filter)(h, c->x, c->y, c->c, c->w, 16, &got, p);
+	if (!r && (c->bwdFilter = best(p, got, limit, det, workspace)) < 0) r = 9;
 	if (r) {
 		cudnn_conv_free(c);
 		return r;

@@ -72,13 +72,13 @@ const char *cublas_error_string(int code);
 
 // cuDNN: NCHW float32 convolution (cross-correlation, square kernel,
 // equal stride and padding). A conv holds its descriptors and the
-// algorithms chosen for it (tensor-core math where allowed).
+// algorithms chosen for it (tensor-core math where allowed): the fastest
+// cuDNN measures, or with deterministic the first deterministic one its
+// heuristics rank (the same every run).
 int cudnn_create(void **h, cstream s);
 const char *cudnn_error_string(int code);
 int cudnn_conv_new(void *h, void **conv, int n, int inC, int inH, int inW, int outC, int k, int stride, int pad,
-                   int tensorOps, size_t *workspace);
-int cudnn_conv_pick(void *h, void *conv, dptr x, dptr w, dptr y, dptr dx, dptr dw, dptr ws, size_t wsbytes,
-                    size_t *need);
+                   int tensorOps, int deterministic, size_t *workspace);
 int cudnn_conv_forward(void *h, void *conv, dptr x, dptr w, dptr y, dptr ws, size_t wsbytes);
 int cudnn_conv_backward(void *h, void *conv, dptr x, dptr w, dptr dy, dptr dx, dptr dw, dptr ws, size_t wsbytes);
 void cudnn_conv_free(void *conv);

@@ -1,6 +1,9 @@
 package trainer
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"fmt"
 	"io"
 	"time"
@@ -96,6 +99,9 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 		return err
 	}
 	r.sync.takeWaiting()
+	if r.gpu != nil && r.gpu.ctx.Profile != nil {
+		clear(r.gpu.ctx.Profile) // the timed steps only
+	}
 	if err := w.Barrier(); err != nil {
 		return err
 	}
@@ -126,6 +132,18 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 		sps, perStep*1e3, t[1]/float64(sb.Steps)*1e3, perRank, yard, perRank/sgemm, t[2]/(1<<20))
 	if r.gpu != nil {
 		fmt.Fprintf(out, "peak device memory per rank %.0f MiB (train's allocations; cuDNN's and cuBLAS's own not counted)\n", t[3]/(1<<20))
+	}
+	if r.gpu != nil && r.gpu.ctx.Profile != nil {
+		prof := r.gpu.ctx.Profile
+		names := slices.SortedFunc(maps.Keys(prof), func(a, b string) int { return cmp.Compare(prof[b], prof[a]) })
+		var total time.Duration
+		for _, k := range names {
+			total += prof[k]
+		}
+		fmt.Fprintf(out, "# TRAIN_GPU_PROFILE (rank 0; every layer fenced by synchronisation, so the step above is slower): %.2f ms per step in layers\n", total.Seconds()*1e3/float64(sb.Steps))
+		for _, k := range names {
+			fmt.Fprintf(out, "#   %-14s %7.3f ms/step\n", k, prof[k].Seconds()*1e3/float64(sb.Steps))
+		}
 	}
 	if r.bnErr != nil {
 		return r.bnErr

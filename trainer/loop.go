@@ -36,6 +36,8 @@ func (r *run) loop() error {
 	spe := r.sampler.StepsPerEpoch()
 	x := make([]float32, b*r.train.SampleSize())
 	y := make([]int32, b)
+	pre := r.newPrefetch(b)
+	defer pre.wait()
 	global := float64(b * r.w.Size())
 	_, flopsPerSample := r.model.FLOPs()
 
@@ -71,7 +73,15 @@ func (r *run) loop() error {
 				return err
 			}
 			st.start = time.Now()
-			r.train.BatchAugmented(x, y, idx[s.StepInEpoch*b:(s.StepInEpoch+1)*b], r.augment, s.Epoch)
+			if r.gpu != nil {
+				// The CPU builds the next batch while the GPU runs this step.
+				x, y = pre.get(s.Epoch, s.StepInEpoch, idx)
+				if s.StepInEpoch+1 < spe {
+					pre.start(s.Epoch, s.StepInEpoch+1, idx)
+				}
+			} else {
+				r.train.BatchAugmented(x, y, idx[s.StepInEpoch*b:(s.StepInEpoch+1)*b], r.augment, s.Epoch)
+			}
 			st.data = time.Since(st.start)
 			lr = r.sched.At(s.Step)
 			loss, correct, err := r.step(x, y, lr, &st)
@@ -535,4 +545,60 @@ func (r *run) checkpoint() error {
 	}
 	r.rep.say("checkpoint: %s (%.0f ms)\n", path, float64(time.Since(start).Microseconds())/1000)
 	return nil
+}
+
+// prefetch builds training batches in a goroutine, one step ahead, into
+// two alternating buffers: on the GPU path the CPU's augmentation then
+// overlaps the device's step instead of preceding it.
+type prefetch struct {
+	r            *run
+	b            int
+	xs           [2][]float32
+	ys           [2][]int32
+	next         int // buffer the next start fills
+	epoch, step  int // of the batch in flight; step -1: none
+	done         chan struct{}
+	bufOfPending int
+}
+
+func (r *run) newPrefetch(b int) *prefetch {
+	p := &prefetch{r: r, b: b, step: -1}
+	for i := range 2 {
+		p.xs[i] = make([]float32, b*r.train.SampleSize())
+		p.ys[i] = make([]int32, b)
+	}
+	return p
+}
+
+// start builds batch step of epoch (indices idx) in the background.
+func (p *prefetch) start(epoch, step int, idx []int) {
+	p.wait()
+	k := p.next
+	p.next = 1 - p.next
+	p.epoch, p.step, p.bufOfPending = epoch, step, k
+	p.done = make(chan struct{})
+	go func() {
+		defer close(p.done)
+		p.r.train.BatchAugmented(p.xs[k], p.ys[k], idx[step*p.b:(step+1)*p.b], p.r.augment, epoch)
+	}()
+}
+
+// wait lets the batch in flight finish.
+func (p *prefetch) wait() {
+	if p.done != nil {
+		<-p.done
+	}
+}
+
+// get returns batch step of epoch: the prefetched one, or built now.
+func (p *prefetch) get(epoch, step int, idx []int) ([]float32, []int32) {
+	p.wait()
+	if p.step == step && p.epoch == epoch {
+		p.step = -1
+		return p.xs[p.bufOfPending], p.ys[p.bufOfPending]
+	}
+	k := p.next
+	p.next = 1 - p.next
+	p.r.train.BatchAugmented(p.xs[k], p.ys[k], idx[step*p.b:(step+1)*p.b], p.r.augment, epoch)
+	return p.xs[k], p.ys[k]
 }

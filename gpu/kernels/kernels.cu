@@ -5,6 +5,9 @@
 // Grid-stride loops everywhere, so any launch size is correct.
 
 #define LOOP(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
+// LOOP32 is LOOP for kernels that divide indices: 64-bit division is emulated
+// (tens of instructions), 32-bit is cheap. The Go side checks sizes fit.
+#define LOOP32(i, n) for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += blockDim.x * gridDim.x)
 
 extern "C" {
 
@@ -16,7 +19,7 @@ __global__ void add_to(float *dst, const float *src, long long n) { LOOP(i, n) d
 __global__ void scale(float *p, float a, long long n) { LOOP(i, n) p[i] *= a; }
 
 // y[r, o] += b[o]: a Linear layer's bias, rows of out values.
-__global__ void bias_rows(float *y, const float *b, long long rows, int out) { LOOP(i, rows * out) y[i] += b[i % out]; }
+__global__ void bias_rows(float *y, const float *b, int rows, int out) { LOOP32(i, rows * out) y[i] += b[i % out]; }
 
 // db[o] += sum over rows of dy[r, o].
 __global__ void bias_rows_grad(float *db, const float *dy, int rows, int out) {
@@ -28,8 +31,8 @@ __global__ void bias_rows_grad(float *db, const float *dy, int rows, int out) {
 }
 
 // y[b, c, p] += bias[c]: a convolution's bias on NCHW.
-__global__ void bias_chan(float *y, const float *bias, long long n, int C, int hw) {
-	LOOP(i, n * C * hw) y[i] += bias[(i / hw) % C];
+__global__ void bias_chan(float *y, const float *bias, int n, int C, int hw) {
+	LOOP32(i, n * C * hw) y[i] += bias[(i / hw) % C];
 }
 
 // Block-wide sum of a double; every thread gets it.
@@ -52,11 +55,12 @@ __device__ double block_sum(double v) {
 
 // db[c] += sum over (b, p) of dy[b, c, p]. Grid: (blocks per channel, C).
 __global__ void bias_chan_grad(float *db, const float *dy, int n, int C, int hw) {
-	int c = blockIdx.y;
-	long long m = (long long)n * hw;
+	int c = blockIdx.y, m = n * hw;
 	double s = 0;
-	for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m; j += (long long)blockDim.x * gridDim.x)
-		s += dy[(j / hw) * C * hw + (long long)c * hw + j % hw];
+	LOOP32(j, m) {
+		int b = j / hw;
+		s += dy[(b * C + c) * hw + j - b * hw];
+	}
 	s = block_sum(s);
 	if (threadIdx.x == 0) atomicAdd(db + c, (float)s);
 }
@@ -75,17 +79,17 @@ __global__ void add_relu(float *y, const float *a, const float *b, long long n) 
 }
 
 // k x k max pooling, stride k, NCHW; arg keeps the input offset of each maximum.
-__global__ void maxpool_fwd(float *y, int *arg, const float *x, long long nc, int h, int w, int k) {
+__global__ void maxpool_fwd(float *y, int *arg, const float *x, int nc, int h, int w, int k) {
 	int oh = h / k, ow = w / k;
-	LOOP(i, nc * oh * ow) {
-		long long plane = i / (oh * ow);
-		int q = i % (oh * ow), r = q / ow, c = q % ow;
-		long long base = plane * h * w;
-		long long best = base + (long long)(r * k) * w + c * k;
+	LOOP32(i, nc * oh * ow) {
+		int plane = i / (oh * ow);
+		int q = i - plane * (oh * ow), r = q / ow, c = q - r * ow;
+		int base = plane * h * w;
+		int best = base + (r * k) * w + c * k;
 		float m = x[best];
 		for (int a = 0; a < k; a++)
 			for (int b = 0; b < k; b++) {
-				long long j = base + (long long)(r * k + a) * w + c * k + b;
+				int j = base + (r * k + a) * w + c * k + b;
 				if (x[j] > m) m = x[j], best = j;
 			}
 		y[i] = m;
@@ -94,19 +98,19 @@ __global__ void maxpool_fwd(float *y, int *arg, const float *x, long long nc, in
 }
 
 // Windows do not overlap: each dy goes to its maximum's place (dx cleared first).
-__global__ void maxpool_bwd(float *dx, const float *dy, const int *arg, long long nc, int h, int w, int k) {
+__global__ void maxpool_bwd(float *dx, const float *dy, const int *arg, int nc, int h, int w, int k) {
 	int oh = h / k, ow = w / k;
-	LOOP(i, nc * oh * ow) dx[(i / (oh * ow)) * h * w + arg[i]] = dy[i];
+	LOOP32(i, nc * oh * ow) dx[(i / (oh * ow)) * h * w + arg[i]] = dy[i];
 }
 
 // Average over kh x kw windows with stride (kh, kw), NCHW (global pooling: kh = h, kw = w).
-__global__ void avgpool_fwd(float *y, const float *x, long long nc, int h, int w, int kh, int kw) {
+__global__ void avgpool_fwd(float *y, const float *x, int nc, int h, int w, int kh, int kw) {
 	int oh = h / kh, ow = w / kw;
 	float inv = 1.0f / (kh * kw);
-	LOOP(i, nc * oh * ow) {
-		long long plane = i / (oh * ow);
-		int q = i % (oh * ow), r = q / ow, c = q % ow;
-		const float *p = x + plane * h * w + (long long)(r * kh) * w + c * kw;
+	LOOP32(i, nc * oh * ow) {
+		int plane = i / (oh * ow);
+		int q = i - plane * (oh * ow), r = q / ow, c = q - r * ow;
+		const float *p = x + plane * h * w + (r * kh) * w + c * kw;
 		float s = 0;
 		for (int a = 0; a < kh; a++)
 			for (int b = 0; b < kw; b++) s += p[a * w + b];
@@ -114,12 +118,12 @@ __global__ void avgpool_fwd(float *y, const float *x, long long nc, int h, int w
 	}
 }
 
-__global__ void avgpool_bwd(float *dx, const float *dy, long long nc, int h, int w, int kh, int kw) {
+__global__ void avgpool_bwd(float *dx, const float *dy, int nc, int h, int w, int kh, int kw) {
 	int oh = h / kh, ow = w / kw;
 	float inv = 1.0f / (kh * kw);
-	LOOP(i, nc * h * w) {
-		long long plane = i / (h * w);
-		int q = i % (h * w), r = q / w / kh, c = q % w / kw;
+	LOOP32(i, nc * h * w) {
+		int plane = i / (h * w);
+		int q = i - plane * (h * w), r = q / w / kh, c = q % w / kw;
 		dx[i] = (r < oh && c < ow) ? dy[plane * oh * ow + r * ow + c] * inv : 0;
 	}
 }
@@ -128,11 +132,11 @@ __global__ void avgpool_bwd(float *dx, const float *dy, long long nc, int h, int
 
 // s[c] += sum x, s[C+c] += sum x^2 over (b, p). Grid (blocks per channel, C).
 __global__ void bn_stats(double *s, const float *x, int n, int C, int hw) {
-	int c = blockIdx.y;
-	long long m = (long long)n * hw;
+	int c = blockIdx.y, m = n * hw;
 	double a = 0, q = 0;
-	for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m; j += (long long)blockDim.x * gridDim.x) {
-		double v = x[(j / hw) * C * hw + (long long)c * hw + j % hw];
+	LOOP32(j, m) {
+		int b = j / hw;
+		double v = x[(b * C + c) * hw + j - b * hw];
 		a += v, q += v * v;
 	}
 	a = block_sum(a);
@@ -166,9 +170,9 @@ __global__ void bn_eval_scale(float *scale, const float *gamma, const float *rva
 }
 
 // y = (x - mean)*scale + beta, then ReLU if asked.
-__global__ void bn_apply(float *y, const float *x, const float *mean, const float *scale, const float *beta, long long n,
+__global__ void bn_apply(float *y, const float *x, const float *mean, const float *scale, const float *beta, int n,
                          int C, int hw, int relu) {
-	LOOP(i, n * C * hw) {
+	LOOP32(i, n * C * hw) {
 		int c = (i / hw) % C;
 		float v = (x[i] - mean[c]) * scale[c] + beta[c];
 		y[i] = relu && v < 0 ? 0 : v;
@@ -178,12 +182,11 @@ __global__ void bn_apply(float *y, const float *x, const float *mean, const floa
 // s[c] += sum d, s[C+c] += sum d*xhat; d is dy masked by y > 0 under relu.
 __global__ void bn_grad_sums(double *s, const float *x, const float *dy, const float *y, const float *mhi,
                              const float *mlo, const float *invstd, int n, int C, int hw, int relu) {
-	int c = blockIdx.y;
-	long long m = (long long)n * hw;
+	int c = blockIdx.y, m = n * hw;
 	float hi = mhi[c], lo = mlo[c], is = invstd[c];
 	double a = 0, p = 0;
-	for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < m; j += (long long)blockDim.x * gridDim.x) {
-		long long i = (j / hw) * C * hw + (long long)c * hw + j % hw;
+	LOOP32(j, m) {
+		int b = j / hw, i = (b * C + c) * hw + j - b * hw;
 		float d = dy[i];
 		if (relu && !(y[i] > 0)) d = 0;
 		a += d;
@@ -211,8 +214,8 @@ __global__ void bn_dx_coef(float *a, float *b, float *k, const double *s, const 
 }
 
 __global__ void bn_dx(float *dx, const float *dy, const float *x, const float *y, const float *mean, const float *a,
-                      const float *b, const float *k, long long n, int C, int hw, int relu) {
-	LOOP(i, n * C * hw) {
+                      const float *b, const float *k, int n, int C, int hw, int relu) {
+	LOOP32(i, n * C * hw) {
 		int c = (i / hw) % C;
 		float d = dy[i];
 		if (relu && !(y[i] > 0)) d = 0;
