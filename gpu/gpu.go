@@ -7,8 +7,10 @@ import "C"
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -46,7 +48,7 @@ func lib(env string, loader func(*C.char, *C.char, C.int) C.int, names ...string
 		}
 		msgs = append(msgs, C.GoString(&buf[0]))
 	}
-	return fmt.Errorf("%v", msgs)
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // load opens the driver once per process and initialises it. Nothing
