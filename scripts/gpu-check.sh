@@ -77,8 +77,9 @@ import glob, sys
 from safetensors.numpy import load_file
 a, b = (load_file(sorted(glob.glob(d + "/*.safetensors"))[-1]) for d in sys.argv[1:3])
 worst = max(abs(a[k] - b[k]).max() / max(abs(a[k]).max(), 1e-6) for k in a if not k.startswith("optimizer.") and a[k].dtype.kind == "f")
-ok = worst < 1e-4
-print(("ok  " if ok else "FAIL") + f" {sys.argv[1].split('/')[-1]} vs {sys.argv[2].split('/')[-1]}: parameters differ by {worst:.2g} relative")
+import os
+ok = worst < 1e-4 or os.environ.get("INFO")
+print(("info" if os.environ.get("INFO") else "ok  " if ok else "FAIL") + f" {sys.argv[1].split('/')[-1]} vs {sys.argv[2].split('/')[-1]}: parameters differ by {worst:.2g} relative")
 sys.exit(0 if ok else 1)
 PY
 }
@@ -124,7 +125,7 @@ say "the same job on the CPU and the GPU (fp32, 4 steps; rounding differs and gr
 rm -rf "$logs/cpu"
 "${mpi[@]}" -np 1 "$bin/train" --device cpu --model resnet --depth 8 --data synthetic --synthetic-shape 1x28x28 \
 	--synthetic-samples 4096 --epochs 1 --max-steps 4 --batch-size 32 --lr 0.02 --checkpoint-dir "$logs/cpu" >"$logs/cpu.log" 2>&1
-same cpu resnet-np1-ring || true
+INFO=1 same cpu resnet-np1-ring
 
 if [ $fail = 0 ]; then say "all GPU checks passed"; else say "GPU checks FAILED"; fi
 exit $fail
