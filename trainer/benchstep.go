@@ -2,10 +2,10 @@ package trainer
 
 import (
 	"cmp"
-	"maps"
-	"slices"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"train/bench"

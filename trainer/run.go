@@ -400,8 +400,16 @@ func (r *run) describe() {
 	if c.Compress != "none" {
 		ar += ", " + c.Compress + " on the wire"
 	}
-	r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s%s; %s\n",
-		n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), ar, len(r.sync.buckets), overlap, bn, r.blas)
+	if r.gpu != nil {
+		if r.gpu.ring != nil {
+			ar += " over " + map[string]string{"ipc": "CUDA IPC", "host": "pinned host buffers"}[r.gpu.ring.Transport()]
+		}
+		r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s of the whole gradient after backward%s; GPU, %s\n",
+			n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), ar, bn, cmp.Or(c.Precision, "fp32"))
+	} else {
+		r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s%s; %s\n",
+			n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), ar, len(r.sync.buckets), overlap, bn, r.blas)
+	}
 	if id := os.Getenv("SLURM_JOB_ID"); id != "" {
 		r.rep.say("train: slurm job %s, restart %s\n", id, cmp.Or(os.Getenv("SLURM_RESTART_COUNT"), "0"))
 	}
