@@ -58,10 +58,10 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 	if err := w.Barrier(); err != nil {
 		return err
 	}
-	yard := "SGEMM 1024^3"
+	yard, short := "SGEMM 1024^3", "SGEMM"
 	measure := func() float64 { return bench.SgemmGFLOPs(1024) }
 	if r.gpu != nil {
-		yard = fmt.Sprintf("GPU GEMM 4096^3 (%s)", cfg.Precision)
+		yard, short = fmt.Sprintf("GPU GEMM 4096^3 (%s)", cfg.Precision), "GPU GEMM"
 		measure = func() float64 {
 			f, err := r.gpu.ctx.GemmGFLOPs(4096, 20)
 			r.gpuErr(err)
@@ -129,7 +129,7 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "# %s on every rank at once: %.1f GFLOP/s per rank (slowest %.1f)\n", yard, sgemm, gemmMin[0])
 	fmt.Fprintf(out, "samples/s %.1f\nms/step %.2f (slowest rank; %.2f of it waiting for gradients)\nGFLOP/s per rank %.1f\nfraction of %s %.2f\npeak RSS per rank %.0f MiB\n",
-		sps, perStep*1e3, t[1]/float64(sb.Steps)*1e3, perRank, yard, perRank/sgemm, t[2]/(1<<20))
+		sps, perStep*1e3, t[1]/float64(sb.Steps)*1e3, perRank, short, perRank/sgemm, t[2]/(1<<20))
 	if r.gpu != nil {
 		fmt.Fprintf(out, "peak device memory per rank %.0f MiB (train's allocations; cuDNN's and cuBLAS's own not counted)\n", t[3]/(1<<20))
 	}
