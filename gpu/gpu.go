@@ -324,12 +324,21 @@ type dptr = C.dptr
 // are Bufs (their address), int (as C int), int64, float32, float64 or
 // dptr; the values are copied to C memory, as cuLaunchKernel reads them.
 func (c *Ctx) launch(name string, n int64, args ...any) {
+	c.launchOn(c.stream, name, n, args...)
+}
+
+// launchOn is launch on another stream (the ring's).
+func (c *Ctx) launchOn(s C.cstream, name string, n int64, args ...any) {
 	blocks := min(max((n+255)/256, 1), 132*16)
-	c.launchGrid(name, uint(blocks), 1, 256, args...)
+	c.launchGridOn(s, name, uint(blocks), 1, 256, args...)
 }
 
 // launchGrid queues a kernel on a gx x gy grid of block-thread blocks.
 func (c *Ctx) launchGrid(name string, gx, gy, block uint, args ...any) {
+	c.launchGridOn(c.stream, name, gx, gy, block, args...)
+}
+
+func (c *Ctx) launchGridOn(s C.cstream, name string, gx, gy, block uint, args ...any) {
 	fn := c.fns[name]
 	if fn == nil {
 		c.fail(fmt.Errorf("gpu: no kernel %q", name))
@@ -369,7 +378,7 @@ func (c *Ctx) launchGrid(name string, gx, gy, block uint, args ...any) {
 		}
 		ptrs[i] = p
 	}
-	c.fail(check("cuLaunchKernel("+name+")", C.cu_launch(fn, C.uint(gx), C.uint(gy), 1, C.uint(block), 1, 1, 0, c.stream, (*unsafe.Pointer)(unsafe.Pointer(&ptrs[0])))))
+	c.fail(check("cuLaunchKernel("+name+")", C.cu_launch(fn, C.uint(gx), C.uint(gy), 1, C.uint(block), 1, 1, 0, s, (*unsafe.Pointer)(unsafe.Pointer(&ptrs[0])))))
 }
 
 // Buf is device memory of float32 values (or, for a few, of doubles or
@@ -594,3 +603,26 @@ func (c *Ctx) CopyGBs(bytes, reps int) (float64, error) {
 	}
 	return float64(bytes) * float64(reps) / time.Since(start).Seconds() / 1e9, nil
 }
+
+// Event marks a point in the context's stream: the GPU gradient buckets
+// record one when backward has queued a bucket's last layer, and the
+// communication goroutine waits for it before reducing the bucket.
+type Event struct {
+	c  *Ctx
+	ev unsafe.Pointer
+}
+
+// NewEvent makes an event (without timing).
+func (c *Ctx) NewEvent() (*Event, error) {
+	e := &Event{c: c}
+	return e, check("cuEventCreate", C.cu_event_create(&e.ev, 0))
+}
+
+// Record marks the work queued so far on the context's stream.
+func (e *Event) Record() { e.c.fail(check("cuEventRecord", C.cu_event_record(e.ev, e.c.stream))) }
+
+// Wait blocks until the GPU has done the work before Record.
+func (e *Event) Wait() error { return check("cuEventSynchronize", C.cu_event_sync(e.ev)) }
+
+// Close destroys the event.
+func (e *Event) Close() { C.cu_event_destroy(e.ev) }

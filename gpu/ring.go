@@ -37,6 +37,7 @@ type Comm interface {
 type Ring struct {
 	c      *Ctx
 	w      Comm
+	stream C.cstream // the ring's own: it runs beside backward on the context's stream
 	ipc    bool
 	left   map[C.dptr]C.dptr // our allocation -> the left neighbour's, mapped
 	pinned unsafe.Pointer    // send and receive halves, seg bytes each
@@ -53,6 +54,9 @@ func NewRing(c *Ctx, w Comm, mode string) (*Ring, error) {
 		mode = m
 	}
 	r := &Ring{c: c, w: w, left: map[C.dptr]C.dptr{}, seg: RingSegment}
+	if err := check("cuStreamCreate", C.cu_stream_create(&r.stream)); err != nil {
+		return nil, err
+	}
 	switch mode {
 	case "auto":
 		r.ipc = w.LocalSize() == w.Size()
@@ -87,14 +91,30 @@ func chunk(j, n, size int) (int, int) { return j * n / size, (j + 1) * n / size 
 func mod(a, n int) int { return ((a % n) + n) % n }
 
 // Allreduce sums b over the ranks in place (mean: divides by their
-// number). Every rank calls it with the same buffer layout.
+// number), after the work queued on the context's stream. Every rank
+// calls it with the same buffer layout.
 func (r *Ring) Allreduce(b *Buf, mean bool) error {
+	if err := r.c.Sync(); err != nil { // our part of b is final
+		return err
+	}
+	return r.reduce(b, mean)
+}
+
+// AllreduceAfter is Allreduce once ev has passed: b is final when the
+// work queued before ev.Record is done, while later work (backward's
+// next layers) goes on. It may run in another goroutine than the one
+// queueing that work.
+func (r *Ring) AllreduceAfter(ev *Event, b *Buf, mean bool) error {
+	if err := ev.Wait(); err != nil {
+		return err
+	}
+	return r.reduce(b, mean)
+}
+
+func (r *Ring) reduce(b *Buf, mean bool) error {
 	N := r.w.Size()
 	if N == 1 || b.n == 0 {
 		return r.c.Err()
-	}
-	if err := r.c.Sync(); err != nil { // our part of b is final
-		return err
 	}
 	if r.ipc {
 		return r.allreduceIPC(b, mean)
@@ -124,9 +144,15 @@ func (r *Ring) leftOf(b *Buf) (C.dptr, error) {
 	return p + (b.ptr - b.base), nil
 }
 
+// sync waits for the ring's stream.
+func (r *Ring) sync() error {
+	r.c.fail(check("cuStreamSynchronize", C.cu_stream_sync(r.stream)))
+	return r.c.Err()
+}
+
 // step ends a ring step: our kernels are done, then everyone's.
 func (r *Ring) step() error {
-	if err := r.c.Sync(); err != nil {
+	if err := r.sync(); err != nil {
 		return err
 	}
 	return r.w.Barrier()
@@ -143,9 +169,9 @@ func (r *Ring) allreduceIPC(b *Buf, mean bool) error {
 	}
 	for s := range N - 1 {
 		lo, hi := chunk(mod(me-s-1, N), n, N)
-		r.c.launch("add_to", int64(hi-lo), b.Slice(lo, hi-lo), left+C.dptr(4*lo), int64(hi-lo))
+		r.c.launchOn(r.stream, "add_to", int64(hi-lo), b.Slice(lo, hi-lo), left+C.dptr(4*lo), int64(hi-lo))
 		if mean && s == N-2 {
-			b.Slice(lo, hi-lo).Scale(1 / float32(N))
+			r.c.launchOn(r.stream, "scale", int64(hi-lo), b.Slice(lo, hi-lo), 1/float32(N), int64(hi-lo))
 		}
 		if err := r.step(); err != nil {
 			return err
@@ -154,7 +180,7 @@ func (r *Ring) allreduceIPC(b *Buf, mean bool) error {
 	for t := range N - 1 {
 		lo, hi := chunk(mod(me-t, N), n, N)
 		if hi > lo {
-			r.c.fail(check("cuMemcpyDtoD", C.cu_dtod(b.ptr+C.dptr(4*lo), left+C.dptr(4*lo), C.size_t(4*(hi-lo)), r.c.stream)))
+			r.c.fail(check("cuMemcpyDtoD", C.cu_dtod(b.ptr+C.dptr(4*lo), left+C.dptr(4*lo), C.size_t(4*(hi-lo)), r.stream)))
 		}
 		if err := r.step(); err != nil {
 			return err
@@ -181,8 +207,8 @@ func (r *Ring) allreduceHost(b *Buf, mean bool) error {
 			a0, a1 := min(slo+k*segF, shi), min(slo+(k+1)*segF, shi)
 			b0, b1 := min(rlo+k*segF, rhi), min(rlo+(k+1)*segF, rhi)
 			if a1 > a0 {
-				r.c.fail(check("cuMemcpyDtoH", C.cu_dtoh(r.pinned, b.ptr+C.dptr(4*a0), C.size_t(4*(a1-a0)), r.c.stream)))
-				if err := r.c.Sync(); err != nil {
+				r.c.fail(check("cuMemcpyDtoH", C.cu_dtoh(r.pinned, b.ptr+C.dptr(4*a0), C.size_t(4*(a1-a0)), r.stream)))
+				if err := r.sync(); err != nil {
 					return err
 				}
 			}
@@ -191,11 +217,11 @@ func (r *Ring) allreduceHost(b *Buf, mean bool) error {
 			}
 			if b1 > b0 {
 				if add {
-					r.c.launch("add_to", int64(b1-b0), b.Slice(b0, b1-b0), recvDev, int64(b1-b0))
+					r.c.launchOn(r.stream, "add_to", int64(b1-b0), b.Slice(b0, b1-b0), recvDev, int64(b1-b0))
 				} else {
-					r.c.fail(check("cuMemcpyHtoD", C.cu_htod(b.ptr+C.dptr(4*b0), unsafe.Pointer(&recv[0]), C.size_t(4*(b1-b0)), r.c.stream)))
+					r.c.fail(check("cuMemcpyHtoD", C.cu_htod(b.ptr+C.dptr(4*b0), unsafe.Pointer(&recv[0]), C.size_t(4*(b1-b0)), r.stream)))
 				}
-				if err := r.c.Sync(); err != nil { // recv is reused by the next segment
+				if err := r.sync(); err != nil { // recv is reused by the next segment
 					return err
 				}
 			}
@@ -209,18 +235,19 @@ func (r *Ring) allreduceHost(b *Buf, mean bool) error {
 	}
 	if mean {
 		lo, hi := chunk(mod(me+1, N), n, N)
-		b.Slice(lo, hi-lo).Scale(1 / float32(N))
+		r.c.launchOn(r.stream, "scale", int64(hi-lo), b.Slice(lo, hi-lo), 1/float32(N), int64(hi-lo))
 	}
 	for t := range N - 1 {
 		if err := shift(mod(me+1-t, N), mod(me-t, N), false); err != nil {
 			return err
 		}
 	}
-	return r.c.Sync()
+	return r.sync()
 }
 
 // Close unmaps the neighbours' buffers and frees the pinned memory.
 func (r *Ring) Close() {
+	C.cu_stream_destroy(r.stream)
 	for _, p := range r.left {
 		C.cu_ipc_close(p)
 	}

@@ -108,6 +108,13 @@ for model in mlp resnet; do
 	train $model 2 ring "$model-np2-ringhost" "${flags[@]}" || fail=1
 	unset TRAIN_GPU_RING
 	same "$model-np2-ring" "$model-np2-ringhost" || fail=1
+	# Small buckets (several per step), reduced while backward runs and
+	# after it: the same sums as one bucket (two ranks add in one order).
+	train $model 2 ring "$model-np2-buckets" "${flags[@]}" --bucket-mb 0.02 || fail=1
+	train $model 2 ring "$model-np2-buckets-after" "${flags[@]}" --bucket-mb 0.02 --overlap=false || fail=1
+	grep -o "in [0-9]* bucket(s)[a-z ]*" "$logs/$model-np2-buckets.log" | head -1
+	same "$model-np2-ring" "$model-np2-buckets" || fail=1
+	same "$model-np2-ring" "$model-np2-buckets-after" || fail=1
 	for np in 1 2; do
 		if QUIET=1 train $model $np nccl "$model-np$np-nccl" "${flags[@]}"; then
 			same "$model-np$np-ring" "$model-np$np-nccl" || fail=1

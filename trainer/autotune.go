@@ -50,6 +50,9 @@ func (r *run) useBuckets(size int) {
 	}
 	r.sync = newGradSync(r.gradReduce, p.Grad, makeBuckets(p, size), r.cfg.Overlap)
 	r.model.OnGradReady = r.sync.ready
+	if r.gpu != nil {
+		r.gpu.attach(r.sync)
+	}
 	r.observeBuckets()
 	if r.met != nil {
 		r.met.bucketBytes.Set(float64(size))

@@ -22,6 +22,37 @@ type gpuRun struct {
 	nccl *gpu.NCCL
 }
 
+// attach makes the gradient buckets of g reduce the device's gradient
+// with the ring: with overlap, each bucket is marked by an event on the
+// GPU's queue when backward hands it over, and the communication
+// goroutine reduces it (on the ring's own stream) once the GPU has
+// passed that mark, while backward's remaining layers run; without,
+// after backward, bucket by bucket. Only --allreduce ring has buckets
+// on the GPU; nccl and mpi reduce the whole gradient.
+func (g *gpuRun) attach(s *gradSync) {
+	g.net.OnGradReady = nil
+	if g.ring == nil {
+		return
+	}
+	G := g.net.G
+	ev := map[int]*gpu.Event{} // by bucket start; read-only once made
+	for _, b := range s.buckets {
+		e, err := g.ctx.NewEvent()
+		if err != nil {
+			return // the step's allreduce reports the context's error
+		}
+		ev[b.lo] = e
+	}
+	s.hand = func(b bucket) { ev[b.lo].Record() }
+	s.reduceRange = func(lo, hi int) error {
+		if s.overlap {
+			return g.ring.AllreduceAfter(ev[lo], G.Slice(lo, hi-lo), true)
+		}
+		return g.ring.Allreduce(G.Slice(lo, hi-lo), true)
+	}
+	g.net.OnGradReady = s.ready
+}
+
 // setupGPU opens this rank's GPU (local rank % GPUs), compiles the kernels
 // and mirrors the model and optimizer there. NCCL's communicator is made
 // at the first allreduce, once every rank is known to have set up.
@@ -44,6 +75,7 @@ func (r *run) setupGPU() error {
 		}
 	}
 	r.gpu = g
+	g.attach(r.sync)
 	r.rep.say("GPU: rank %d on %v, %s\n", r.w.Rank(), ctx.Dev, c.Precision)
 	return nil
 }
@@ -70,8 +102,6 @@ func (r *run) gpuAllreduce() error {
 	g := r.gpu
 	G := g.net.G
 	switch r.cfg.Allreduce {
-	case "ring":
-		return g.ring.Allreduce(G, true)
 	case "nccl":
 		if g.nccl == nil {
 			x, err := gpu.NewNCCL(g.ctx, r.w)
@@ -108,21 +138,44 @@ func (r *run) gpuStep(x []float32, y []int32, lr float64, st *stepTimes, lap fun
 		g.net.LossGrad().Upload([]float32{float32(math.NaN())})
 	}
 	st.forward = lap()
-	if err := g.net.Backward(b); err != nil {
-		return 0, 0, false, err
+	if g.ring != nil { // buckets, overlapped with backward unless --overlap=false
+		r.sync.begin()
+		if err := g.net.Backward(b); err != nil {
+			return 0, 0, false, err
+		}
+		if !r.cfg.Overlap {
+			if err := g.ctx.Sync(); err != nil {
+				return 0, 0, false, err
+			}
+		}
+		st.backward = lap() // with overlap: the time to queue backward
+		r.prog.enter(opGradients)
+		err = r.sync.finish()
+		r.prog.leave()
+		if err == nil {
+			err = g.ctx.Sync()
+		}
+		if err != nil {
+			return 0, 0, false, err
+		}
+		st.wait = lap()
+	} else {
+		if err := g.net.Backward(b); err != nil {
+			return 0, 0, false, err
+		}
+		if err := g.ctx.Sync(); err != nil {
+			return 0, 0, false, err
+		}
+		st.backward = lap()
+		r.prog.enter(opGradients)
+		err = r.gpuAllreduce()
+		r.prog.leave()
+		if err != nil {
+			return 0, 0, false, err
+		}
+		st.wait = lap()
+		r.sync.waiting += st.wait
 	}
-	if err := g.ctx.Sync(); err != nil {
-		return 0, 0, false, err
-	}
-	st.backward = lap()
-	r.prog.enter(opGradients)
-	err = r.gpuAllreduce()
-	r.prog.leave()
-	if err != nil {
-		return 0, 0, false, err
-	}
-	st.wait = lap()
-	r.sync.waiting += st.wait
 	if r.bnErr != nil {
 		return 0, 0, false, r.bnErr
 	}

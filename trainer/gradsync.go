@@ -50,6 +50,11 @@ type gradSync struct {
 	// observe, when set, hears of every bucket reduced: when, for how long,
 	// and whether on the communication goroutine (metrics, timeline).
 	observe func(b bucket, start time.Time, d time.Duration, overlapped bool)
+	// The GPU path's hooks: hand runs in the training goroutine as a
+	// bucket is handed over (it marks the bucket's place in the GPU's
+	// queue), reduceRange replaces reduce (the gradient is on the device).
+	hand        func(b bucket)
+	reduceRange func(lo, hi int) error
 	closed  bool
 
 	next    int // first bucket not yet handed to the communication goroutine
@@ -85,7 +90,11 @@ func (g *gradSync) reduceBucket(b bucket) (err error) {
 		}
 	}()
 	start := time.Now()
-	err = g.reduce(g.grad[b.lo:b.hi], mpi.Mean)
+	if g.reduceRange != nil {
+		err = g.reduceRange(b.lo, b.hi)
+	} else {
+		err = g.reduce(g.grad[b.lo:b.hi], mpi.Mean)
+	}
 	if g.observe != nil {
 		g.observe(b, start, time.Since(start), g.overlap)
 	}
@@ -102,6 +111,9 @@ func (g *gradSync) ready(lo int) {
 		return
 	}
 	for g.next < len(g.buckets) && g.buckets[g.next].lo >= lo {
+		if g.hand != nil {
+			g.hand(g.buckets[g.next])
+		}
 		g.work <- g.buckets[g.next]
 		g.next++
 	}

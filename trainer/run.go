@@ -401,11 +401,13 @@ func (r *run) describe() {
 		ar += ", " + c.Compress + " on the wire"
 	}
 	if r.gpu != nil {
+		how := " of the whole gradient after backward"
 		if r.gpu.ring != nil {
 			ar += " over " + map[string]string{"ipc": "CUDA IPC", "host": "pinned host buffers"}[r.gpu.ring.Transport()]
+			how = fmt.Sprintf(" in %d bucket(s)%s", len(r.sync.buckets), overlap)
 		}
-		r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s of the whole gradient after backward%s; GPU, %s\n",
-			n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), ar, bn, cmp.Or(c.Precision, "fp32"))
+		r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s%s%s; GPU, %s\n",
+			n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), ar, how, bn, cmp.Or(c.Precision, "fp32"))
 	} else {
 		r.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, allreduce %s in %d bucket(s)%s%s; %s\n",
 			n, c.BatchSize, n*c.BatchSize, r.sampler.StepsPerEpoch(), ar, len(r.sync.buckets), overlap, bn, r.blas)
