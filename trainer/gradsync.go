@@ -55,7 +55,7 @@ type gradSync struct {
 	// queue), reduceRange replaces reduce (the gradient is on the device).
 	hand        func(b bucket)
 	reduceRange func(lo, hi int) error
-	closed  bool
+	closed      bool
 
 	next    int // first bucket not yet handed to the communication goroutine
 	work    chan bucket
