@@ -33,6 +33,8 @@ var planCommand = &cli.Command{
 		&cli.IntFlag{Name: "sync-every", Value: 8, Usage: "local-sgd: steps between averages"},
 		&cli.Float64Flag{Name: "state-copies", Value: 1, Usage: "optimizer state local-sgd averages, in copies of the parameters (SGD momentum 1, Adam 2, none 0)"},
 		&cli.Float64Flag{Name: "intra-gbs", Value: 0, Usage: "with several ranks per node: GB/s of a collective between them (shared memory; 0: --reduce-gbs)"},
+		&cli.StringFlag{Name: "compress", Value: "none", Usage: "ring and hier: gradients as fp16 or bf16 on the wire (half the bytes, plus --convert-gbs), or none"},
+		&cli.Float64Flag{Name: "convert-gbs", Value: 0, Usage: "with --compress: GB/s of float32 a node encodes and decodes (train bench allreduce --compress fp16 prints it); 0: free"},
 		&cli.IntFlag{Name: "ranks-per-node", Value: 1, Usage: "ranks per node (a hierarchical allreduce is predicted when above 1; parameter servers only at 1)"},
 		&cli.BoolFlag{Name: "csv", Usage: "machine-readable output"},
 	},
@@ -53,7 +55,18 @@ var planCommand = &cli.Command{
 		bytes := 4 * float64(m.Params.Len())
 		job := plan.Job{ParamBytes: bytes, StateBytes: c.Float64("state-copies") * bytes, ComputeS: c.Float64("compute-ms") / 1e3,
 			BatchPerRank: c.Int(batchFlag.Name), Servers: c.Int("servers"), SyncEvery: c.Int("sync-every"), RanksPerNode: c.Int("ranks-per-node")}
-		net := plan.Network{LatencyS: c.Float64("latency-us") / 1e6, BytesPerS: c.Float64("link-gbps") * 1e9 / 8, ReduceBytesS: c.Float64("reduce-gbs") * 1e9, IntraBytesS: c.Float64("intra-gbs") * 1e9}
+		net := plan.Network{LatencyS: c.Float64("latency-us") / 1e6, BytesPerS: c.Float64("link-gbps") * 1e9 / 8, ReduceBytesS: c.Float64("reduce-gbs") * 1e9, IntraBytesS: c.Float64("intra-gbs") * 1e9,
+			ConvertBytesS: c.Float64("convert-gbs") * 1e9}
+		switch c.String("compress") {
+		case "none":
+		case "fp16", "bf16":
+			job.Wire = 0.5
+		default:
+			return fmt.Errorf("--compress %q: choose none, fp16 or bf16", c.String("compress"))
+		}
+		if net.ConvertBytesS < 0 {
+			return fmt.Errorf("--convert-gbs %v: must not be negative", c.Float64("convert-gbs"))
+		}
 		if err := job.Validate(); err != nil {
 			return err
 		}

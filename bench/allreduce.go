@@ -92,6 +92,9 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 	fmt.Fprintf(out, "# train bench allreduce: %d rank(s), float32 sum in place, %d warm-up + %d timed iterations; ring segment %d KiB x %d slots\n",
 		n, c.Warmup, c.Iters, mpi.RingSegment*4>>10, mpi.RingSlots)
 	fmt.Fprintf(out, "# memcpy, 1 thread, 64 MiB (rank 0): %.2f GB/s\n", memcpy)
+	if c.Compress != mpi.None && w.Rank() == 0 {
+		fmt.Fprintf(out, "# %s encode + decode, 1 thread, 1 MiB of float32 (rank 0): %.2f GB/s\n", strings.TrimPrefix(wire, ":"), mpi.ConvertGBs(c.Compress, 1<<18))
+	}
 	if c.CSV {
 		fmt.Fprintln(out, "bytes,count,algo,time_us,algbw_gbs,busbw_gbs,wrong")
 	} else {

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"fmt"
+	"time"
 	"unsafe"
 )
 
@@ -167,4 +168,29 @@ func AddFloat32(dst, src []float32) {
 	if len(dst) > 0 {
 		C.tr_add_f32((*C.float)(unsafe.Pointer(&dst[0])), (*C.float)(unsafe.Pointer(&src[0])), C.long(len(dst)))
 	}
+}
+
+// ConvertGBs measures how fast one thread puts float32 data through the
+// compressed ring's conversions, an encode to c's 16-bit format and a
+// decode added back (what every byte the ring sends and receives costs on
+// top of the wire), in GB/s of float32 data: the plan's --convert-gbs.
+func ConvertGBs(c Compression, n int) float64 {
+	kind := C.int(C.TR_F16)
+	if c == BF16 {
+		kind = C.TR_BF16
+	}
+	src := make([]float32, n)
+	for i := range src {
+		src[i] = float32(i%1000) * 1e-3
+	}
+	wire, dst := make([]uint16, n), make([]float32, n)
+	sp, wp, dp := (*C.float)(unsafe.Pointer(&src[0])), (*C.ushort)(unsafe.Pointer(&wire[0])), (*C.float)(unsafe.Pointer(&dst[0]))
+	reps := 0
+	start := time.Now()
+	for time.Since(start) < 200*time.Millisecond {
+		C.tr_encode16(wp, sp, C.long(n), kind)
+		C.tr_decode16(dp, wp, C.long(n), kind, 1)
+		reps++
+	}
+	return float64(4*n*reps) / time.Since(start).Seconds() / 1e9
 }

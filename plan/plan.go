@@ -22,6 +22,10 @@
 // but not the server's link. Local SGD averages the parameters (and the
 // optimizer's state) with a ring every H steps.
 //
+// With a 16-bit wire format (--compress), ring and hier put half the bytes
+// on the link and pay an encode and a decode per byte sent and received
+// (RingWire); the other strategies send float32.
+//
 // Communication is assumed not to overlap computation: the predictions are
 // upper bounds for the allreduce strategies, whose buckets overlap
 // backward.
@@ -41,6 +45,10 @@ type Network struct {
 	// one node (shared memory), for several ranks per node; 0: as fast as
 	// ReduceBytesS.
 	IntraBytesS float64
+	// ConvertBytesS is how fast a node encodes float32 data to a 16-bit
+	// wire format and decodes it back (the compressed ring's extra work per
+	// byte sent and received); 0: free.
+	ConvertBytesS float64
 }
 
 func (n Network) intra() float64 {
@@ -59,6 +67,9 @@ type Job struct {
 	Servers      int // parameter servers for the ps strategies (separate nodes)
 	SyncEvery    int // local SGD's H
 	RanksPerNode int // ranks (workers) per node; 0 or 1: one
+	// Wire is the gradient allreduce's bytes on the wire per float32 byte
+	// for ring and hier (--compress fp16/bf16: 0.5); 0 or 1: float32.
+	Wire float64
 }
 
 // Prediction is one strategy on p nodes.
@@ -81,6 +92,24 @@ func Ring(net Network, p int, n float64) float64 {
 	}
 	f := float64(p-1) / float64(p)
 	return 2*float64(p-1)*net.LatencyS + 2*f*n/net.BytesPerS + f*n/net.ReduceBytesS
+}
+
+// RingWire is Ring with wire bytes on the link per float32 byte (the
+// compressed ring: 0.5), the messages as many as before, the additions in
+// float32, and every byte sent encoded and every byte received decoded.
+func RingWire(net Network, p int, n, wire float64) float64 {
+	if p <= 1 {
+		return 0
+	}
+	if wire <= 0 || wire >= 1 {
+		return Ring(net, p, n)
+	}
+	f := float64(p-1) / float64(p)
+	t := 2*float64(p-1)*net.LatencyS + 2*f*n*wire/net.BytesPerS + f*n/net.ReduceBytesS
+	if net.ConvertBytesS > 0 {
+		t += 2 * f * n / net.ConvertBytesS
+	}
+	return t
 }
 
 // RecursiveDoubling is the recursive-doubling allreduce's time.
@@ -136,7 +165,7 @@ func Predict(net Network, job Job, p int) []Prediction {
 	// for the ring of all ranks; hops inside a node cost no link time but
 	// still a latency.
 	ring := Ring(net, ranks, n)
-	add("ring", ranks, ring, job.ComputeS+ring)
+	add("ring", ranks, RingWire(net, ranks, n, job.Wire), job.ComputeS+RingWire(net, ranks, n, job.Wire))
 	mpi := min(RecursiveDoubling(net, ranks, n), Rabenseifner(net, ranks, n), ring)
 	if rpn > 1 {
 		// Recursive halving with the partners inside a node first (the low
@@ -153,7 +182,7 @@ func Predict(net Network, job Job, p int) []Prediction {
 	if rpn > 1 {
 		// hier: reduce to and broadcast from a leader within the node, the
 		// ring among the p leaders.
-		h := 2*n/net.intra() + Ring(net, p, n)
+		h := 2*n/net.intra() + RingWire(net, p, n, job.Wire)
 		add("hier", ranks, h, job.ComputeS+h)
 	}
 	if k := job.Servers; k >= 1 && p-k >= 1 && rpn == 1 {

@@ -99,3 +99,38 @@ func TestRanksPerNode(t *testing.T) {
 		t.Error("parameter servers predicted with 2 ranks per node")
 	}
 }
+
+// TestCompressedWire: a 16-bit wire halves the ring's link term only
+// (latency and float32 additions stay), adds an encode and a decode per
+// byte sent and received, and reaches ring and hier but no other row.
+func TestCompressedWire(t *testing.T) {
+	net := Network{LatencyS: 1e-4, BytesPerS: 1e8, ReduceBytesS: 1e10, IntraBytesS: 5e9}
+	const p, n = 4, 8e6
+	f := 0.75
+	want := 6*net.LatencyS + 2*f*n*0.5/net.BytesPerS + f*n/net.ReduceBytesS
+	if got := RingWire(net, p, n, 0.5); math.Abs(got-want) > 1e-12 {
+		t.Errorf("RingWire = %v, want %v", got, want)
+	}
+	if got := RingWire(net, p, n, 1); got != Ring(net, p, n) {
+		t.Errorf("RingWire with a float32 wire = %v, Ring %v", got, Ring(net, p, n))
+	}
+	net.ConvertBytesS = 6e9
+	if got := RingWire(net, p, n, 0.5); math.Abs(got-(want+2*f*n/6e9)) > 1e-12 {
+		t.Errorf("RingWire with conversion = %v", got)
+	}
+	job := Job{ParamBytes: n, ComputeS: 1e-3, BatchPerRank: 64, RanksPerNode: 2, SyncEvery: 8}
+	plain := Predict(net, job, 2)
+	job.Wire = 0.5
+	comp := Predict(net, job, 2)
+	for i := range plain {
+		s := plain[i].Strategy
+		switch {
+		case s == "ring" || s == "hier":
+			if comp[i].StepS >= plain[i].StepS {
+				t.Errorf("%s: compressed %v not faster than %v", s, comp[i].StepS, plain[i].StepS)
+			}
+		case comp[i].StepS != plain[i].StepS:
+			t.Errorf("%s changed with compression: %v vs %v", s, comp[i].StepS, plain[i].StepS)
+		}
+	}
+}

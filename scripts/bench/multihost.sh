@@ -67,6 +67,11 @@ read -r alpha fit < <(awk -v t8="$t8" -v tn="$tn" -v n="$bytes" 'BEGIN {
 }')
 echo "## link: 2 hosts x 1 rank, ring of 8 bytes $t8 us -> latency $alpha us; ring of $bytes bytes $tn us -> $fit Gbit/s (nominal $gbps)"
 echo "## within a host: hier of $bytes bytes on 1 host x 2 ranks (reduce + broadcast) $ti us -> $intra GB/s"
+declare -A conv
+for c in fp16 bf16; do # one thread's encode + decode of float32 data, GB/s
+	conv[$c]=$(./train bench allreduce --compress "$c" -b 8 -e 8 -n 1 | sed -n 's/^# .* encode + decode.*: \([0-9.]*\) GB\/s$/\1/p')
+done
+echo "## encode + decode, 1 thread: fp16 ${conv[fp16]} GB/s, bf16 ${conv[bf16]} GB/s of float32"
 
 scripts/cluster/cluster.sh up "$dir" 2 "$rate" 2
 echo "## 2 hosts x 2 ranks: MLP training, $steps steps"
@@ -84,16 +89,18 @@ compute=$(awk -v m="${ms[ring]}" -v w="${wait[ring]}" 'BEGIN { printf "%.3f", m 
 for link in "$fit fitted" "$gbps nominal"; do
 	read -r g what <<<"$link"
 	plan=$(./train plan --model mlp --compute-ms "$compute" --nodes 2 --ranks-per-node 2 --link-gbps "$g" --latency-us "$alpha" --intra-gbs "$intra" --csv)
-	echo "# train plan --model mlp --compute-ms $compute --nodes 2 --ranks-per-node 2 --link-gbps $g --latency-us $alpha --intra-gbs $intra ($what link)"
+	echo "# train plan --model mlp --compute-ms $compute --nodes 2 --ranks-per-node 2 --link-gbps $g --latency-us $alpha --intra-gbs $intra ($what link; compressed rows add --compress C --convert-gbs R)"
 	printf '%-10s %12s %12s %12s %8s\n' allreduce "ms/step" "wait ms" predicted error
 	for run in "${runs[@]}"; do
 		key=${run%%:*}
+		p=$plan
 		if [[ $run == *:* ]]; then
-			# Half the bytes on the wire: the plan's communication halved.
-			pred=$(awk -F, -v k="$key" -v c="$compute" '$2==k{print c + $4 / 2}' <<<"$plan")
-		else
-			pred=$(awk -F, -v k="$key" '$2==k{print $5}' <<<"$plan")
+			# 16 bits on the wire: the plan's compressed ring, with this
+			# machine's encode + decode rate.
+			p=$(./train plan --model mlp --compute-ms "$compute" --nodes 2 --ranks-per-node 2 --link-gbps "$g" --latency-us "$alpha" --intra-gbs "$intra" --csv \
+				--compress "${run#*:}" --convert-gbs "${conv[${run#*:}]}")
 		fi
+		pred=$(awk -F, -v k="$key" '$2==k{print $5}' <<<"$p")
 		awk -v r="$run" -v m="${ms[$run]}" -v w="${wait[$run]}" -v p="$pred" 'BEGIN { printf "%-10s %12.2f %12.2f %12.2f %+7.0f%%\n", r, m, w, p, 100 * (p - m) / m }'
 	done
 done
