@@ -34,55 +34,16 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 FASHION_MEAN, FASHION_STD = 0.2860, 0.3530  # data/mnist.go
 IN_CH, SIZE, CLASSES = 1, 28, 10
 
 
-class CNN(nn.Module):  # train --model cnn
-    def __init__(self, in_ch=1, size=28, classes=10):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_ch, 32, 5, padding=2)
-        self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
-        self.fc1 = nn.Linear(64 * (size // 4) ** 2, 128)
-        self.fc2 = nn.Linear(128, classes)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False); self.bn1 = nn.BatchNorm2d(cout)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False); self.bn2 = nn.BatchNorm2d(cout)
-        self.shortcut = nn.Sequential()  # projection where the shape changes
-        if stride != 1 or cin != cout:
-            self.shortcut = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        return F.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
-
-
-class ResNet(nn.Module):  # train --model resnet --depth 6n+2
-    def __init__(self, depth=20, in_ch=3, classes=10):
-        super().__init__()
-        n = (depth - 2) // 6
-        self.conv1 = nn.Conv2d(in_ch, 16, 3, 1, 1, bias=False); self.bn1 = nn.BatchNorm2d(16)
-        self.layer1 = nn.Sequential(BasicBlock(16, 16, 1), *[BasicBlock(16, 16, 1) for _ in range(n - 1)])
-        self.layer2 = nn.Sequential(BasicBlock(16, 32, 2), *[BasicBlock(32, 32, 1) for _ in range(n - 1)])
-        self.layer3 = nn.Sequential(BasicBlock(32, 64, 2), *[BasicBlock(64, 64, 1) for _ in range(n - 1)])
-        self.linear = nn.Linear(64, classes)
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.layer3(self.layer2(self.layer1(out)))
-        return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
+# The modules the README defines (train's cnn and resnet), shared with the
+# reference-value script.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from torch_reference import CNN, ResNet  # noqa: E402
 
 
 def build(name, depth, dev):
