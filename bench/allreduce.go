@@ -95,11 +95,7 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 	if c.Compress != mpi.None && w.Rank() == 0 {
 		fmt.Fprintf(out, "# %s encode + decode, 1 thread, 1 MiB of float32 (rank 0): %.2f GB/s\n", strings.TrimPrefix(wire, ":"), mpi.ConvertGBs(c.Compress, 1<<18))
 	}
-	if c.CSV {
-		fmt.Fprintln(out, "bytes,count,algo,time_us,algbw_gbs,busbw_gbs,wrong")
-	} else {
-		fmt.Fprintf(out, "%12s %11s %9s %11s %11s %11s %6s\n", "bytes", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "wrong")
-	}
+	c.header(out)
 	for size := c.Min; size <= c.Max; size *= c.Factor {
 		count := size / 4
 		b := buf[:count]
@@ -116,31 +112,8 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 			for i := range b {
 				b[i] = 1e-3
 			}
-			for range c.Warmup {
-				if err := f(b, mpi.Sum); err != nil {
-					return err
-				}
-			}
-			if err := w.Barrier(); err != nil {
+			if err := c.row(w, out, count, label, wrong, func() error { return f(b, mpi.Sum) }); err != nil {
 				return err
-			}
-			start := time.Now()
-			for range c.Iters {
-				if err := f(b, mpi.Sum); err != nil {
-					return err
-				}
-			}
-			el := []float64{time.Since(start).Seconds() / float64(c.Iters)}
-			if err := w.AllreduceFloat64(el, mpi.Max); err != nil {
-				return err
-			}
-			t := el[0]
-			algbw := float64(count*4) / t / 1e9
-			busbw := algbw * 2 * float64(n-1) / float64(n)
-			if c.CSV {
-				fmt.Fprintf(out, "%d,%d,%s,%.6g,%.6g,%.6g,%d\n", count*4, count, label, t*1e6, algbw, busbw, wrong)
-			} else {
-				fmt.Fprintf(out, "%12d %11d %9s %11.1f %11.3f %11.3f %6d\n", count*4, count, label, t*1e6, algbw, busbw, wrong)
 			}
 		}
 		if c.Factor > 1 && size > c.Max/c.Factor {
@@ -153,6 +126,47 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "# peak resident memory, largest rank: %.1f MiB (buffer %.1f MiB; the ring's scratch is %d KiB)\n",
 		rss[0]/(1<<20), float64(c.Max)/(1<<20), mpi.RingSegment*mpi.RingSlots*4>>10)
+	return nil
+}
+
+// header writes the table's column names.
+func (c *AllreduceConfig) header(out io.Writer) {
+	if c.CSV {
+		fmt.Fprintln(out, "bytes,count,algo,time_us,algbw_gbs,busbw_gbs,wrong")
+	} else {
+		fmt.Fprintf(out, "%12s %11s %9s %11s %11s %11s %6s\n", "bytes", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "wrong")
+	}
+}
+
+// row times run (Warmup untimed, then Iters back to back between
+// barriers; the slowest rank's mean) and writes one line of the table.
+func (c *AllreduceConfig) row(w *mpi.World, out io.Writer, count int64, label string, wrong int64, run func() error) error {
+	for range c.Warmup {
+		if err := run(); err != nil {
+			return err
+		}
+	}
+	if err := w.Barrier(); err != nil {
+		return err
+	}
+	start := time.Now()
+	for range c.Iters {
+		if err := run(); err != nil {
+			return err
+		}
+	}
+	el := []float64{time.Since(start).Seconds() / float64(c.Iters)}
+	if err := w.AllreduceFloat64(el, mpi.Max); err != nil {
+		return err
+	}
+	n, t := w.Size(), el[0]
+	algbw := float64(count*4) / t / 1e9
+	busbw := algbw * 2 * float64(n-1) / float64(n)
+	if c.CSV {
+		fmt.Fprintf(out, "%d,%d,%s,%.6g,%.6g,%.6g,%d\n", count*4, count, label, t*1e6, algbw, busbw, wrong)
+	} else {
+		fmt.Fprintf(out, "%12d %11d %9s %11.1f %11.3f %11.3f %6d\n", count*4, count, label, t*1e6, algbw, busbw, wrong)
+	}
 	return nil
 }
 

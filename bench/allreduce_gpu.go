@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"io"
-	"time"
 
 	"train/gpu"
 	"train/mpi"
@@ -79,11 +78,7 @@ func AllreduceGPU(w *mpi.World, c AllreduceConfig, prec gpu.Precision, out io.Wr
 		n, ctx.Dev.Name, c.Warmup, c.Iters)
 	fmt.Fprintf(out, "# device-to-device copy, %s (rank 0): %.1f GB/s copied (reads + writes: %.1f GB/s)\n",
 		FormatSize(min(c.Max, 256<<20)), copyGBs, 2*copyGBs)
-	if c.CSV {
-		fmt.Fprintln(out, "bytes,count,algo,time_us,algbw_gbs,busbw_gbs,wrong")
-	} else {
-		fmt.Fprintf(out, "%12s %11s %9s %11s %11s %11s %6s\n", "bytes", "count", "algo", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "wrong")
-	}
+	c.header(out)
 	for size := c.Min; size <= c.Max; size *= c.Factor {
 		count := int(size / 4)
 		b := buf.Slice(0, count)
@@ -97,31 +92,8 @@ func AllreduceGPU(w *mpi.World, c AllreduceConfig, prec gpu.Precision, out io.Wr
 				return err
 			}
 			b.Fill(1e-3)
-			for range c.Warmup {
-				if err := f(b); err != nil {
-					return err
-				}
-			}
-			if err := w.Barrier(); err != nil {
+			if err := c.row(w, out, int64(count), name, wrong, func() error { return f(b) }); err != nil {
 				return err
-			}
-			start := time.Now()
-			for range c.Iters {
-				if err := f(b); err != nil {
-					return err
-				}
-			}
-			el := []float64{time.Since(start).Seconds() / float64(c.Iters)}
-			if err := w.AllreduceFloat64(el, mpi.Max); err != nil {
-				return err
-			}
-			t := el[0]
-			algbw := float64(count*4) / t / 1e9
-			busbw := algbw * 2 * float64(n-1) / float64(n)
-			if c.CSV {
-				fmt.Fprintf(out, "%d,%d,%s,%.6g,%.6g,%.6g,%d\n", count*4, count, name, t*1e6, algbw, busbw, wrong)
-			} else {
-				fmt.Fprintf(out, "%12d %11d %9s %11.1f %11.3f %11.3f %6d\n", count*4, count, name, t*1e6, algbw, busbw, wrong)
 			}
 		}
 		if c.Factor > 1 && size > c.Max/c.Factor {

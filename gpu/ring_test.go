@@ -24,17 +24,9 @@ func TestRing(t *testing.T) {
 	}
 	for _, np := range []int{2, 3, 4} {
 		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
-			if !mpitest.Launch(t, np, 3*time.Minute) {
+			w, c := gpuRank(t, np, 3*time.Minute)
+			if w == nil {
 				return
-			}
-			w, err := mpi.Init()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Finalize()
-			c, err := gpu.Open(w.LocalRank(), "fp32")
-			if err != nil {
-				t.Fatal(err)
 			}
 			gpu.RingSegment = 64 << 10
 			for _, mode := range []string{"ipc", "host"} {
@@ -55,6 +47,26 @@ func TestRing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gpuRank runs the calling test under mpirun on np ranks (nil in the
+// parent) and, in a rank, returns MPI's world and the GPU, finalizing MPI
+// when the test ends.
+func gpuRank(t *testing.T, np int, timeout time.Duration) (*mpi.World, *gpu.Ctx) {
+	t.Helper()
+	if !mpitest.Launch(t, np, timeout) {
+		return nil, nil
+	}
+	w, err := mpi.Init()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Finalize() })
+	c, err := gpu.Open(w.LocalRank(), "fp32")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, c
 }
 
 func checkGPURing(t *testing.T, w *mpi.World, b *gpu.Buf, allreduce func(*gpu.Buf, bool) error, n int, mean bool, what string) {
@@ -105,17 +117,9 @@ func TestNCCL(t *testing.T) {
 	}
 	for _, np := range []int{1, 2} {
 		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
-			if !mpitest.Launch(t, np, 2*time.Minute) {
+			w, c := gpuRank(t, np, 2*time.Minute)
+			if w == nil {
 				return
-			}
-			w, err := mpi.Init()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Finalize()
-			c, err := gpu.Open(w.LocalRank(), "fp32")
-			if err != nil {
-				t.Fatal(err)
 			}
 			x, err := gpu.NewNCCL(c, w)
 			if err != nil {
