@@ -189,7 +189,7 @@ func (n *Net) Logits(dst []float32, b int) error {
 
 // Loss is model.SoftmaxCrossEntropy on the device for the last Forward:
 // the mean loss and the correct count, and with grad the gradient of the
-// mean loss in place for Backward.
+// mean loss in place for Backward. It waits for the GPU.
 func (n *Net) Loss(labels []int32, b int, grad bool) (float64, int, error) {
 	if err := n.labels.UploadBytes(unsafe.Pointer(&labels[0]), 4*b); err != nil {
 		return 0, 0, err
@@ -200,6 +200,33 @@ func (n *Net) Loss(labels []int32, b int, grad bool) (float64, int, error) {
 		d = n.grads[len(n.layers)]
 	}
 	n.ctx.launch("xent", int64(b), d, n.out, n.acts[len(n.layers)], n.labels, b, n.m.Classes())
+	return n.LossResult(b)
+}
+
+// ForwardLabeled is Forward with the batch's labels uploaded first, for
+// QueueLoss: both copies are made before any kernel is queued, so neither
+// waits for the GPU.
+func (n *Net) ForwardLabeled(x []float32, labels []int32, b int) error {
+	if err := n.ensure(b); err != nil {
+		return err
+	}
+	if err := n.labels.UploadBytes(unsafe.Pointer(&labels[0]), 4*b); err != nil {
+		return err
+	}
+	return n.Forward(x, b)
+}
+
+// QueueLoss queues the loss of the last ForwardLabeled and its gradient
+// for Backward without waiting: the host goes on queueing backward while
+// the GPU finishes forward. LossResult reads the loss later.
+func (n *Net) QueueLoss(b int) {
+	n.out.Zero()
+	n.ctx.launch("xent", int64(b), n.grads[len(n.layers)], n.out, n.acts[len(n.layers)], n.labels, b, n.m.Classes())
+}
+
+// LossResult waits for the queued work and returns the mean loss and the
+// correct count of the last loss computed.
+func (n *Net) LossResult(b int) (float64, int, error) {
 	var v [2]float64
 	if err := n.out.download64(v[:]); err != nil {
 		return 0, 0, err

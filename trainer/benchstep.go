@@ -84,10 +84,17 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 	idx := r.sampler.Epoch(0)
 	spe := r.sampler.StepsPerEpoch()
 	var st stepTimes
+	pre := r.newPrefetch(b)
+	defer pre.wait()
 	run := func(n int) error {
 		for i := range n {
 			k := (r.state.Step + i) % spe
-			r.train.BatchAugmented(x, y, idx[k*b:(k+1)*b], r.augment, 0)
+			if r.gpu != nil { // as in training: the next batch is built while the GPU steps
+				x, y = pre.get(0, k, idx)
+				pre.start(0, (k+1)%spe, idx)
+			} else {
+				r.train.BatchAugmented(x, y, idx[k*b:(k+1)*b], r.augment, 0)
+			}
 			if _, _, err := r.step(x, y, r.sched.At(r.state.Step), &st); err != nil {
 				return err
 			}

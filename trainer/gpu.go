@@ -127,13 +127,11 @@ func (r *run) gpuStep(x []float32, y []int32, lr float64, st *stepTimes, lap fun
 	g := r.gpu
 	b := len(y)
 	g.net.G.Zero()
-	if err := g.net.Forward(x, b); err != nil {
+	if err := g.net.ForwardLabeled(x, y, b); err != nil {
 		return 0, 0, false, err
 	}
-	loss, correct, err := g.net.Loss(y, b, true)
-	if err != nil {
-		return 0, 0, false, err
-	}
+	g.net.QueueLoss(b) // read after the update: the GPU is not drained between forward and backward
+	var err error
 	if r.fault.is("nan", r.w.Rank(), r.state.Step) {
 		g.net.LossGrad().Upload([]float32{float32(math.NaN())})
 	}
@@ -189,6 +187,10 @@ func (r *run) gpuStep(x []float32, y []int32, lr float64, st *stepTimes, lap fun
 		}
 	}
 	finite, err := g.opt.Step(g.net.P, g.net.G, float32(lr), r.state.Step+1)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	loss, correct, err := g.net.LossResult(b)
 	return loss, correct, finite, err
 }
 
