@@ -16,8 +16,8 @@ typedef struct {
 } sym;
 
 // open_lib dlopens path and resolves syms[0..n); on failure it writes why
-// into err and returns -1.
-static int open_lib(const char *path, sym *syms, size_t n, char *err, int errlen) {
+// into err and returns -1. The handle goes to *hout when hout is set.
+static int open_lib(const char *path, sym *syms, size_t n, char *err, int errlen, void **hout) {
 	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!h) {
 		snprintf(err, errlen, "%s", dlerror());
@@ -31,6 +31,7 @@ static int open_lib(const char *path, sym *syms, size_t n, char *err, int errlen
 			return -1;
 		}
 	}
+	if (hout) *hout = h;
 	return 0;
 }
 
@@ -119,9 +120,9 @@ int cu_load(const char *path, char *err, int errlen) {
 	    {(void **)&p_ipcopen, "cuIpcOpenMemHandle_v2"},
 	    {(void **)&p_ipcclose, "cuIpcCloseMemHandle"},
 	};
-	if (open_lib(path, s, N(s), err, errlen) != 0) return -1;
+	void *h;
+	if (open_lib(path, s, N(s), err, errlen, &h) != 0) return -1;
 	// CUDA 12.8 renamed the elapsed-time call; older drivers have only the first.
-	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	p_elapsed = dlsym(h, "cuEventElapsedTime_v2");
 	if (!p_elapsed) p_elapsed = dlsym(h, "cuEventElapsedTime");
 	if (!p_elapsed) {
@@ -230,7 +231,7 @@ int nvrtc_load(const char *path, char *err, int errlen) {
 	    {(void **)&p_rtc_destroy, "nvrtcDestroyProgram"},
 	    {(void **)&p_rtc_err, "nvrtcGetErrorString"},
 	};
-	return open_lib(path, s, N(s), err, errlen);
+	return open_lib(path, s, N(s), err, errlen, NULL);
 }
 
 const char *nvrtc_error_string(int code) { return p_rtc_err ? p_rtc_err(code) : "NVRTC not loaded"; }
@@ -277,7 +278,7 @@ int cublas_load(const char *path, char *err, int errlen) {
 	    {(void **)&p_blas_gemmex, "cublasGemmEx"},
 	    {(void **)&p_blas_err, "cublasGetStatusString"},
 	};
-	return open_lib(path, s, N(s), err, errlen);
+	return open_lib(path, s, N(s), err, errlen, NULL);
 }
 
 const char *cublas_error_string(int code) { return p_blas_err ? p_blas_err(code) : "cuBLAS not loaded"; }
@@ -359,7 +360,7 @@ int cudnn_load(const char *path, char *err, int errlen) {
 	    {(void **)&p_bwd_data, "cudnnConvolutionBackwardData"},
 	    {(void **)&p_bwd_filter, "cudnnConvolutionBackwardFilter"},
 	};
-	return open_lib(path, s, N(s), err, errlen);
+	return open_lib(path, s, N(s), err, errlen, NULL);
 }
 
 const char *cudnn_error_string(int code) { return p_dnn_err ? p_dnn_err(code) : "cuDNN not loaded"; }
@@ -471,7 +472,7 @@ int nccl_load(const char *path, char *err, int errlen) {
 	    {(void **)&p_nccl_destroy, "ncclCommDestroy"},
 	    {(void **)&p_nccl_err, "ncclGetErrorString"},
 	};
-	return open_lib(path, s, N(s), err, errlen);
+	return open_lib(path, s, N(s), err, errlen, NULL);
 }
 
 const char *nccl_error_string(int code) { return p_nccl_err ? p_nccl_err(code) : "NCCL not loaded"; }

@@ -60,11 +60,12 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 	}
 	yard, short := "SGEMM 1024^3", "SGEMM"
 	measure := func() float64 { return bench.SgemmGFLOPs(1024) }
+	var gpuErr error // reported after the collectives below, which every rank must reach
 	if r.gpu != nil {
 		yard, short = fmt.Sprintf("GPU GEMM 4096^3 (%s)", cfg.Precision), "GPU GEMM"
 		measure = func() float64 {
 			f, err := r.gpu.ctx.GemmGFLOPs(4096, 20)
-			r.gpuErr(err)
+			gpuErr = err
 			return f
 		}
 	}
@@ -84,8 +85,11 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 	idx := r.sampler.Epoch(0)
 	spe := r.sampler.StepsPerEpoch()
 	var st stepTimes
-	pre := r.newPrefetch(b)
-	defer pre.wait()
+	var pre *prefetch
+	if r.gpu != nil {
+		pre = r.newPrefetch(b)
+		defer pre.wait()
+	}
 	run := func(n int) error {
 		for i := range n {
 			k := (r.state.Step + i) % spe
@@ -152,8 +156,5 @@ func BenchStep(w *mpi.World, cfg Config, sb StepBench, out io.Writer) error {
 			fmt.Fprintf(out, "#   %-14s %7.3f ms/step\n", k, prof[k].Seconds()*1e3/float64(sb.Steps))
 		}
 	}
-	if r.bnErr != nil {
-		return r.bnErr
-	}
-	return nil
+	return gpuErr
 }

@@ -193,22 +193,3 @@ func (r *run) gpuStep(x []float32, y []int32, lr float64, st *stepTimes, lap fun
 	loss, correct, err := g.net.LossResult(b)
 	return loss, correct, finite, err
 }
-
-// gpuEvaluate is evaluate's forward and loss on the GPU.
-func (r *run) gpuEvaluate(x []float32, y []int32, n int) (float64, int) {
-	g := r.gpu
-	if err := g.net.Forward(x, n); err != nil {
-		r.gpuErr(err)
-		return 0, 0
-	}
-	loss, correct, err := g.net.Loss(y, n, false)
-	r.gpuErr(err)
-	return loss, correct
-}
-
-// gpuErr keeps the first GPU failure of a pass that cannot return one.
-func (r *run) gpuErr(err error) {
-	if err != nil && r.bnErr == nil {
-		r.bnErr = fmt.Errorf("GPU: %w", err)
-	}
-}

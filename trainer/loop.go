@@ -36,8 +36,11 @@ func (r *run) loop() error {
 	spe := r.sampler.StepsPerEpoch()
 	x := make([]float32, b*r.train.SampleSize())
 	y := make([]int32, b)
-	pre := r.newPrefetch(b)
-	defer pre.wait()
+	var pre *prefetch
+	if r.gpu != nil {
+		pre = r.newPrefetch(b)
+		defer pre.wait()
+	}
 	global := float64(b * r.w.Size())
 	_, flopsPerSample := r.model.FLOPs()
 
@@ -439,14 +442,14 @@ func (r *run) endEpoch(train *stats, took time.Duration) error {
 		return err
 	}
 	start := time.Now()
-	test := r.evaluate()
-	if r.bnErr != nil {
-		return r.bnErr
+	test, err := r.evaluate()
+	if err != nil {
+		return err
 	}
 	r.tl.span("evaluate", tidTraining, start, time.Since(start), nil)
 	sum := []float64{train.loss, train.correct, train.count, test.loss, test.correct, test.count}
 	r.prog.enter(opEvaluation)
-	err := r.w.AllreduceFloat64(sum, mpi.Sum)
+	err = r.w.AllreduceFloat64(sum, mpi.Sum)
 	r.prog.leave()
 	if err != nil {
 		return err
@@ -470,8 +473,8 @@ func (r *run) endEpoch(train *stats, took time.Duration) error {
 }
 
 // evaluate runs this rank's shard of the test set in evaluation mode
-// (BatchNorm on its running statistics).
-func (r *run) evaluate() stats {
+// (BatchNorm on its running statistics). Only the GPU path can fail.
+func (r *run) evaluate() (stats, error) {
 	r.model.Mode.Training = false
 	defer func() { r.model.Mode.Training = true }()
 	idx := data.Shard(r.test.N, r.w.Rank(), r.w.Size())
@@ -484,7 +487,13 @@ func (r *run) evaluate() stats {
 		n := hi - lo
 		r.test.Batch(x, y, idx[lo:hi])
 		if r.gpu != nil {
-			loss, correct := r.gpuEvaluate(x, y, n)
+			if err := r.gpu.net.Forward(x, n); err != nil {
+				return st, err
+			}
+			loss, correct, err := r.gpu.net.Loss(y, n, false)
+			if err != nil {
+				return st, err
+			}
 			st.add(loss, correct, n)
 			continue
 		}
@@ -492,7 +501,7 @@ func (r *run) evaluate() stats {
 		loss, correct := model.SoftmaxCrossEntropy(nil, logits, y, n, r.model.Classes())
 		st.add(loss, correct, n)
 	}
-	return st
+	return st, nil
 }
 
 // checkpoint writes the current state on rank 0 and prunes old files.
