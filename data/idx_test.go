@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"train/internal/near"
 )
 
 // idxBytes builds an IDX file: magic with type and dims, then data.
@@ -156,7 +157,7 @@ func TestBatch(t *testing.T) {
 	d.Batch(x, y, []int{1, 0})
 	want := []float32{7.0 / 255, 7.0 / 255, (7.0/255 - 0.5) / 0.5, (7.0/255 - 0.5) / 0.5, 0, 1, (0.2 - 0.5) / 0.5, (0.4 - 0.5) / 0.5}
 	for i := range want {
-		if d := x[i] - want[i]; d > 1e-6 || d < -1e-6 {
+		if !near.Close(float64(want[i]), float64(x[i]), 0, 1e-6) {
 			t.Errorf("x[%d] = %v, want %v", i, x[i], want[i])
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"train/gpu"
+	"train/internal/near"
 	"train/model"
 	"train/optim"
 )
@@ -25,18 +26,6 @@ func open(t *testing.T) *gpu.Ctx {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// relErr is max |a-b| over max(max |a|, floor): an error relative to the
-// tensor's scale, so values near zero in a large tensor do not count as
-// large relative errors.
-func relErr(a, b []float32, floor float64) float64 {
-	var d, m float64
-	for i := range a {
-		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
-		m = max(m, math.Abs(float64(a[i])))
-	}
-	return d / max(m, floor)
 }
 
 // nhwcToNCHW permutes n samples of (hw, c) into (c, hw).
@@ -167,12 +156,12 @@ func conform(t *testing.T, c *gpu.Ctx, cfg model.Config, b int) {
 			if lay[i][0] > 0 {
 				cpu = nhwcToNCHW(cpu, b, lay[i][0], lay[i][1])
 			}
-			if e := relErr(cpu, g, 1e-6); e > 1e-4 || math.IsNaN(e) {
-				t.Errorf("%s after layer %d (%s): GPU differs from CPU by %.2g relative", what, i-1, specs[i-1].Kind, e)
+			if err := near.CheckFloor(cpu, g, 1e-4, 1e-6); err != nil {
+				t.Errorf("%s after layer %d (%s): GPU against CPU: %v", what, i-1, specs[i-1].Kind, err)
 			}
 		}
 	}
-	if math.Abs(gl-loss) > 1e-5*math.Abs(loss) || gc != correct {
+	if !near.Close(loss, gl, 1e-5, 0) || gc != correct {
 		t.Errorf("loss %v correct %d on the GPU, %v %d on the CPU", gl, gc, loss, correct)
 	}
 	grad := make([]float32, len(p.Grad))
@@ -180,8 +169,8 @@ func conform(t *testing.T, c *gpu.Ctx, cfg model.Config, b int) {
 		t.Fatal(err)
 	}
 	for _, tn := range p.Tensors {
-		if e := relErr(tn.Of(p.Grad), tn.Of(grad), 1e-6); e > 1e-4 || math.IsNaN(e) {
-			t.Errorf("gradient of %s: GPU differs from CPU by %.2g relative", tn.Name, e)
+		if err := near.CheckFloor(tn.Of(p.Grad), tn.Of(grad), 1e-4, 1e-6); err != nil {
+			t.Errorf("gradient of %s: GPU against CPU: %v", tn.Name, err)
 		}
 	}
 	cpuBuf := slices.Clone(p.Buffers)
@@ -196,8 +185,8 @@ func conform(t *testing.T, c *gpu.Ctx, cfg model.Config, b int) {
 			}
 			continue
 		}
-		if e := relErr(cpuBuf[tn.Offset:tn.Offset+tn.Size], tn.Of(p.Buffers), 1e-6); e > 1e-5 {
-			t.Errorf("buffer %s: GPU differs from CPU by %.2g relative", tn.Name, e)
+		if err := near.CheckFloor(cpuBuf[tn.Offset:tn.Offset+tn.Size], tn.Of(p.Buffers), 1e-5, 1e-6); err != nil {
+			t.Errorf("buffer %s: GPU against CPU: %v", tn.Name, err)
 		}
 	}
 	if !slices.Equal(cpuData, p.Data) {
@@ -216,8 +205,8 @@ func conform(t *testing.T, c *gpu.Ctx, cfg model.Config, b int) {
 	if err := net.Logits(got, b2); err != nil {
 		t.Fatal(err)
 	}
-	if e := relErr(want, got, 1e-6); e > 1e-4 {
-		t.Errorf("evaluation logits: GPU differs from CPU by %.2g relative", e)
+	if err := near.CheckFloor(want, got, 1e-4, 1e-6); err != nil {
+		t.Errorf("evaluation logits: GPU against CPU: %v", err)
 	}
 }
 
@@ -258,13 +247,13 @@ func TestOptimizers(t *testing.T) {
 		}
 		got := make([]float32, n)
 		P.Download(got)
-		if e := relErr(p, got, 1e-6); e > 1e-5 {
-			t.Errorf("%+v: GPU parameters differ from package optim by %.2g relative", cfg, e)
+		if err := near.CheckFloor(p, got, 1e-5, 1e-6); err != nil {
+			t.Errorf("%+v: GPU parameters against package optim: %v", cfg, err)
 		}
 		g.Download()
 		for name, v := range dev.State() {
-			if e := relErr(host.State()[name], v, 1e-6); e > 1e-5 {
-				t.Errorf("%+v: state %s differs by %.2g", cfg, name, e)
+			if err := near.CheckFloor(host.State()[name], v, 1e-5, 1e-6); err != nil {
+				t.Errorf("%+v: state %s: %v", cfg, name, err)
 			}
 		}
 		gr[5] = float32(math.Inf(1))

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"train/internal/near"
 )
 
 // Finite-difference checks of the convolutional layers, with the same
@@ -67,7 +68,7 @@ func TestConv2DForward(t *testing.T) {
 						}
 					}
 					got := y[((bi*c.outH+oh)*c.outW+ow)*3+o]
-					if math.Abs(float64(got)-s) > 1e-5 {
+					if !near.Close(s, float64(got), 0, 1e-5) {
 						t.Fatalf("y[%d,%d,%d,%d] = %v, want %v", bi, oh, ow, o, got, s)
 					}
 				}
@@ -103,17 +104,17 @@ func TestBatchNormStats(t *testing.T) {
 	mean, vari := 3.0, (4+1+0+9)/4.0
 	for i, v := range []float64{1, 2, 3, 6} {
 		want := (v - mean) / math.Sqrt(vari+bnEps)
-		if math.Abs(float64(y[2*i])-want) > 1e-6 || y[2*i+1] != 0 {
+		if !near.Close(want, float64(y[2*i]), 0, 1e-6) || y[2*i+1] != 0 {
 			t.Fatalf("y = %v", y)
 		}
 	}
 	rm, rv := l.mean.Of(p.Buffers), l.vari.Of(p.Buffers)
-	if math.Abs(float64(rm[0])-0.3) > 1e-6 || math.Abs(float64(rv[0])-(0.9+0.1*vari*4/3)) > 1e-6 || *p.Int64(l.batches) != 1 {
+	if !near.Close(0.3, float64(rm[0]), 0, 1e-6) || !near.Close(0.9+0.1*vari*4/3, float64(rv[0]), 0, 1e-6) || *p.Int64(l.batches) != 1 {
 		t.Errorf("running mean %v var %v batches %d", rm, rv, *p.Int64(l.batches))
 	}
 	mode.Training = false
 	l.Forward(y, x, 2)
-	if want := (1 - 0.3) / math.Sqrt(float64(rv[0])+bnEps); math.Abs(float64(y[0])-want) > 1e-6 {
+	if want := (1 - 0.3) / math.Sqrt(float64(rv[0])+bnEps); !near.Close(want, float64(y[0]), 0, 1e-6) {
 		t.Errorf("eval y[0] = %v, want %v", y[0], want)
 	}
 }
@@ -270,7 +271,7 @@ func TestResNetGrad(t *testing.T) {
 			}
 			checked++
 			num := (4*d2 - d1) / 3
-			if math.Abs(num-float64(p.Grad[i])) > 2e-4+fdRel*math.Abs(num) {
+			if !near.Close(num, float64(p.Grad[i]), fdRel, 2e-4) {
 				t.Errorf("param %d (step %g): analytic %v, numeric %v", i, h, p.Grad[i], num)
 				if bad++; bad > 10 {
 					t.Fatal("too many mismatches")

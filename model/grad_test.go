@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"train/internal/near"
 )
 
 // Finite-difference checks in float32. Central differences with eps = 1e-2
@@ -26,9 +27,8 @@ func randn(rng *rand.Rand, v []float32) {
 	}
 }
 
-func near(num, ana float64) bool {
-	return math.Abs(num-ana) <= fdAbs+fdRel*math.Abs(ana)
-}
+// fdNear is a finite difference num close enough to the analytic ana.
+func fdNear(num, ana float64) bool { return near.Close(ana, num, fdRel, fdAbs) }
 
 // checkLayer compares a layer's analytic gradients (of its input and of
 // every parameter in p) with central differences of L = sum(r * y).
@@ -78,11 +78,11 @@ func checkLayerEps(t *testing.T, name string, l Layer, p *Params, x []float32, n
 		for i := range v {
 			total++
 			num, half := diff(i, eps), diff(i, eps/2)
-			if !near(num, half) {
+			if !fdNear(num, half) {
 				skipped++
 				continue
 			}
-			if !near(num, float64(ana[i])) {
+			if !fdNear(num, float64(ana[i])) {
 				t.Errorf("%s: d/d%s[%d]: analytic %.6g, numeric %.6g", name, what, i, ana[i], num)
 			}
 		}
@@ -139,7 +139,7 @@ func TestSoftmaxCrossEntropy(t *testing.T) {
 		want += -math.Log(math.Exp(float64(logits[i*c+int(labels[i])])) / z)
 	}
 	want /= n
-	if math.Abs(loss-want) > 1e-6 {
+	if !near.Close(want, loss, 0, 1e-6) {
 		t.Errorf("loss %v, want %v", loss, want)
 	}
 	for i := range logits {
@@ -149,7 +149,7 @@ func TestSoftmaxCrossEntropy(t *testing.T) {
 		logits[i] = old - fdEps
 		down, _ := SoftmaxCrossEntropy(nil, logits, labels, n, c)
 		logits[i] = old
-		if num := (up - down) / (2 * fdEps); !near(num, float64(d[i])) {
+		if num := (up - down) / (2 * fdEps); !fdNear(num, float64(d[i])) {
 			t.Errorf("dlogits[%d]: analytic %v, numeric %v", i, d[i], num)
 		}
 	}
@@ -193,7 +193,7 @@ func TestMLPGrad(t *testing.T) {
 		down := lossAt()
 		p.Data[i] = old
 		num := (up - down) / (2 * eps)
-		if math.Abs(num-float64(p.Grad[i])) > 2e-4+fdRel*math.Abs(num) {
+		if !near.Close(num, float64(p.Grad[i]), fdRel, 2e-4) {
 			t.Errorf("param %d: analytic %v, numeric %v", i, p.Grad[i], num)
 		}
 	}

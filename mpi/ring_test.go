@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"train/internal/near"
 	"train/mpi"
 	"train/mpi/mpitest"
 )
@@ -78,7 +79,7 @@ func checkRing(t *testing.T, w *mpi.World, length int, op mpi.Op, seg int) {
 			t.Fatalf("%s: ring[%d] = %v, MPI_Allreduce %v", name, i, exact[i], viaMPI[i])
 		}
 		// A mean divides by N: one rounding, possibly in another place.
-		if op == mpi.Mean && math.Abs(float64(exact[i]-viaMPI[i])) > 1e-6*math.Abs(float64(viaMPI[i])) {
+		if op == mpi.Mean && !near.Close(float64(viaMPI[i]), float64(exact[i]), 1e-6, 0) {
 			t.Fatalf("%s: ring mean[%d] = %v, MPI_Allreduce %v", name, i, exact[i], viaMPI[i])
 		}
 	}
@@ -99,7 +100,7 @@ func checkRing(t *testing.T, w *mpi.World, length int, op mpi.Op, seg int) {
 	for i := range random {
 		// |error| <= (N-1) ulp of the running sum; the sum of N unit
 		// normals is below 6*sqrt(N) essentially always.
-		if d := math.Abs(float64(random[i] - ref[i])); d > n*1.2e-7*6*math.Sqrt(n) {
+		if !near.Close(float64(ref[i]), float64(random[i]), 0, n*1.2e-7*6*math.Sqrt(n)) {
 			t.Fatalf("%s: random ring[%d] = %v, MPI_Allreduce %v", name, i, random[i], ref[i])
 		}
 	}
@@ -195,7 +196,7 @@ func TestHierAllreduce(t *testing.T) {
 						t.Fatal(err)
 					}
 					for i := range buf {
-						if d := math.Abs(float64(buf[i] - ref[i])); d > 1e-6*math.Abs(float64(ref[i])) {
+						if !near.Close(float64(ref[i]), float64(buf[i]), 1e-6, 0) {
 							t.Fatalf("len %d op %d: hier[%d] = %v, MPI_Allreduce %v", length, op, i, buf[i], ref[i])
 						}
 					}
@@ -245,7 +246,7 @@ func TestRingCompressed(t *testing.T) {
 						}
 						for i := range buf {
 							// Partial sums of N unit normals stay below 6 sqrt(N).
-							if d := math.Abs(float64(buf[i] - ref[i])); d > float64(n+1)*c.eps*6*math.Sqrt(float64(n))*scale {
+							if !near.Close(float64(ref[i]), float64(buf[i]), 0, float64(n+1)*c.eps*6*math.Sqrt(float64(n))*scale) {
 								t.Fatalf("comp %d len %d op %d: ring[%d] = %v, MPI_Allreduce %v", c.comp, length, op, i, buf[i], ref[i])
 							}
 						}

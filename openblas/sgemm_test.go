@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"train/internal/near"
 
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -99,7 +100,7 @@ func checkSgemm(t *testing.T, name string, impl sgemmer, rng *rand.Rand, tA, tB 
 				continue
 			}
 			// float32 accumulation: error below k ulps of the sum of |terms|.
-			if d := math.Abs(float64(c[idx]) - want[idx]); d > 1e-6*float64(k+2)*bound[idx]+1e-30 {
+			if !near.Close(want[idx], float64(c[idx]), 0, 1e-6*float64(k+2)*bound[idx]+1e-30) {
 				t.Fatalf("%s %v%v %dx%dx%d alpha %v beta %v: c[%d,%d] = %v, want %v", name, tA, tB, m, n, k, alpha, beta, i, j, c[idx], want[idx])
 			}
 		}

@@ -3,6 +3,7 @@ package optim
 import (
 	"math"
 	"testing"
+	"train/internal/near"
 )
 
 // TestAdam follows torch.optim.Adam and AdamW by hand for two steps of one
@@ -31,7 +32,7 @@ func TestAdam(t *testing.T) {
 			ref -= 0.1 / (1 - math.Pow(0.9, tt)) * m / (math.Sqrt(v)/math.Sqrt(1-math.Pow(0.999, tt)) + 1e-8)
 			o.Step(p, []float32{float32([]float64{0.2, -0.4}[step])}, 0.1, step+1)
 		}
-		if math.Abs(float64(p[0])-ref) > 4*6e-8*math.Abs(ref) { // 4 float32 ulps
+		if !near.Close(ref, float64(p[0]), 4*6e-8, 0) { // 4 float32 ulps
 			t.Errorf("%s: %v, want %v", tc.name, p[0], ref)
 		}
 		if len(o.State()["exp_avg"]) != 1 || len(o.State()["exp_avg_sq"]) != 1 {
@@ -45,7 +46,7 @@ func TestAdam(t *testing.T) {
 
 func TestClipGradNorm(t *testing.T) {
 	g := []float32{3, 4}
-	if n := ClipGradNorm(g, 1); n != 5 || math.Abs(float64(g[0])-0.6) > 1e-6 || math.Abs(float64(g[1])-0.8) > 1e-6 {
+	if n := ClipGradNorm(g, 1); n != 5 || !near.Close(0.6, float64(g[0]), 0, 1e-6) || !near.Close(0.8, float64(g[1]), 0, 1e-6) {
 		t.Errorf("norm %v grads %v", n, g)
 	}
 	h := []float32{0.3, 0.4}
@@ -57,7 +58,7 @@ func TestClipGradNorm(t *testing.T) {
 func TestStepSchedule(t *testing.T) {
 	s := Schedule{Kind: "step", Base: 1, StepSize: 10, Gamma: 0.1, Warmup: 5}
 	for step, want := range map[int]float64{5: 1, 14: 1, 15: 0.1, 25: 0.01} {
-		if got := s.At(step); math.Abs(got-want) > 1e-12 {
+		if got := s.At(step); !near.Close(want, got, 0, 1e-12) {
 			t.Errorf("At(%d) = %v, want %v", step, got, want)
 		}
 	}

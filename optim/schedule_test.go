@@ -1,8 +1,8 @@
 package optim
 
 import (
-	"math"
 	"testing"
+	"train/internal/near"
 )
 
 func TestSchedule(t *testing.T) {
@@ -16,7 +16,7 @@ func TestSchedule(t *testing.T) {
 		{60, 0.05},         // half way: half the rate
 		{110, 0}, {500, 0}, // zero at Total and after
 	} {
-		if got := c.At(tc.step); math.Abs(got-tc.want) > 1e-12 {
+		if got := c.At(tc.step); !near.Close(tc.want, got, 0, 1e-12) {
 			t.Errorf("cosine At(%d) = %v, want %v", tc.step, got, tc.want)
 		}
 	}

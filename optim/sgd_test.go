@@ -1,6 +1,9 @@
 package optim
 
-import "testing"
+import (
+	"testing"
+	"train/internal/near"
+)
 
 // TestSGDMatchesPyTorch checks three steps against values worked by hand
 // from torch.optim.SGD's update rule (momentum 0.9, weight decay 0.1,
@@ -14,11 +17,11 @@ func TestSGDMatchesPyTorch(t *testing.T) {
 	want := []float32{0.45, -1.0675, -1.879875}
 	for i, g := range []float32{1, 2, -1} {
 		s.Step(p, []float32{g}, 0.5, i+1)
-		if d := p[0] - want[i]; d > 1e-6 || d < -1e-6 {
+		if !near.Close(float64(want[i]), float64(p[0]), 0, 1e-6) {
 			t.Fatalf("step %d: param %v, want %v", i+1, p[0], want[i])
 		}
 	}
-	if got := s.State()["momentum_buffer"][0]; got-1.62475 > 1e-6 || got-1.62475 < -1e-6 {
+	if got := s.State()["momentum_buffer"][0]; !near.Close(1.62475, float64(got), 0, 1e-6) {
 		t.Errorf("momentum buffer %v", got)
 	}
 	plain := NewSGD(2, 0, 0)
@@ -40,7 +43,7 @@ func TestNesterov(t *testing.T) {
 	for i, g := range []float32{1, 2, -1} {
 		s.Step(p, []float32{g}, 0.5, i+1)
 	}
-	if d := p[0] + 2.4795; d > 1e-5 || d < -1e-5 {
+	if !near.Close(-2.4795, float64(p[0]), 0, 1e-5) {
 		t.Errorf("nesterov gave %v, want -2.4795", p[0])
 	}
 }

@@ -1,30 +1,31 @@
 package plan
 
 import (
-	"math"
 	"testing"
+	"train/internal/near"
 )
 
 var net = Network{LatencyS: 1e-6, BytesPerS: 1e9, ReduceBytesS: 1e10}
 
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12+1e-9*math.Abs(b) }
+// approx is a equal to the expected b within rounding.
+func approx(a, b float64) bool { return near.Close(b, a, 1e-9, 1e-12) }
 
 func TestFormulas(t *testing.T) {
 	n := 1e6
 	// 2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma at p = 4.
-	if got, want := Ring(net, 4, n), 6e-6+1.5e-3+7.5e-5; !near(got, want) {
+	if got, want := Ring(net, 4, n), 6e-6+1.5e-3+7.5e-5; !approx(got, want) {
 		t.Errorf("Ring = %g, want %g", got, want)
 	}
 	// lg 4 = 2 rounds of alpha + n beta + n gamma.
-	if got, want := RecursiveDoubling(net, 4, n), 2*(1e-6+1e-3+1e-4); !near(got, want) {
+	if got, want := RecursiveDoubling(net, 4, n), 2*(1e-6+1e-3+1e-4); !approx(got, want) {
 		t.Errorf("RecursiveDoubling = %g, want %g", got, want)
 	}
 	// 2 lg p alpha and the ring's bandwidth terms.
-	if got, want := Rabenseifner(net, 4, n), 4e-6+1.5e-3+7.5e-5; !near(got, want) {
+	if got, want := Rabenseifner(net, 4, n), 4e-6+1.5e-3+7.5e-5; !approx(got, want) {
 		t.Errorf("Rabenseifner = %g, want %g", got, want)
 	}
 	// One server, 3 workers: the server's link carries 3n each way.
-	if got, want := PSSync(net, 3, 1, n), 6e-6+6e-3+3e-4; !near(got, want) {
+	if got, want := PSSync(net, 3, 1, n), 6e-6+6e-3+3e-4; !approx(got, want) {
 		t.Errorf("PSSync = %g, want %g", got, want)
 	}
 	for _, f := range []func(Network, int, float64) float64{Ring, RecursiveDoubling, Rabenseifner, PSColocated} {
@@ -81,10 +82,10 @@ func TestRanksPerNode(t *testing.T) {
 	for _, p := range Predict(net, job, 2) {
 		got[p.Strategy] = p
 	}
-	if r := got["ring"]; !near(r.CommS, Ring(net, 4, n)) || r.Workers != 4 {
+	if r := got["ring"]; !approx(r.CommS, Ring(net, 4, n)) || r.Workers != 4 {
 		t.Errorf("ring: %+v, want the 4-rank ring's %g on 4 workers", r, Ring(net, 4, n))
 	}
-	if h := got["hier"]; !near(h.CommS, 2*n/net.ReduceBytesS+Ring(net, 2, n)) { // no IntraBytesS: the reduction speed
+	if h := got["hier"]; !approx(h.CommS, 2*n/net.ReduceBytesS+Ring(net, 2, n)) { // no IntraBytesS: the reduction speed
 		t.Errorf("hier: %+v", h)
 	}
 	if got["hier"].CommS >= got["ring"].CommS {
@@ -108,14 +109,14 @@ func TestCompressedWire(t *testing.T) {
 	const p, n = 4, 8e6
 	f := 0.75
 	want := 6*net.LatencyS + 2*f*n*0.5/net.BytesPerS + f*n/net.ReduceBytesS
-	if got := RingWire(net, p, n, 0.5); math.Abs(got-want) > 1e-12 {
+	if got := RingWire(net, p, n, 0.5); !near.Close(want, got, 0, 1e-12) {
 		t.Errorf("RingWire = %v, want %v", got, want)
 	}
 	if got := RingWire(net, p, n, 1); got != Ring(net, p, n) {
 		t.Errorf("RingWire with a float32 wire = %v, Ring %v", got, Ring(net, p, n))
 	}
 	net.ConvertBytesS = 6e9
-	if got := RingWire(net, p, n, 0.5); math.Abs(got-(want+2*f*n/6e9)) > 1e-12 {
+	if got := RingWire(net, p, n, 0.5); !near.Close(want+2*f*n/6e9, got, 0, 1e-12) {
 		t.Errorf("RingWire with conversion = %v", got)
 	}
 	job := Job{ParamBytes: n, ComputeS: 1e-3, BatchPerRank: 64, RanksPerNode: 2, SyncEvery: 8}

@@ -11,6 +11,7 @@ import (
 	"github.com/nlpodyssey/safetensors"
 
 	"train/checkpoint"
+	"train/internal/near"
 	"train/model"
 )
 
@@ -69,7 +70,7 @@ func TestPyTorchReference(t *testing.T) {
 			m.Backward(n)
 
 			wantLoss := math.Float64frombits(binary.LittleEndian.Uint64(get("loss").Data()))
-			if math.Abs(loss-wantLoss) > 1e-4*math.Abs(wantLoss) {
+			if !near.Close(wantLoss, loss, 1e-4, 0) {
 				t.Errorf("loss %v, PyTorch %v", loss, wantLoss)
 			}
 			compare(t, "logits", logits, floats(get("logits")))
@@ -99,18 +100,11 @@ func floats(v safetensors.TensorView) []float32 {
 	return out
 }
 
-// compare checks got against want within 1e-4 of want's largest value.
+// compare checks got against want within 1e-4 of want's largest value;
+// a NaN or an infinity anywhere fails.
 func compare(t *testing.T, name string, got, want []float32) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d values, PyTorch %d", name, len(got), len(want))
-	}
-	var worst, scale float64
-	for i := range want {
-		worst = max(worst, math.Abs(float64(got[i]-want[i])))
-		scale = max(scale, math.Abs(float64(want[i])))
-	}
-	if worst > 1e-4*scale {
-		t.Errorf("%s: differs from PyTorch by %.3g (relative %.3g)", name, worst, worst/scale)
+	if err := near.Check(want, got, 1e-4); err != nil {
+		t.Errorf("%s: against PyTorch: %v", name, err)
 	}
 }

@@ -2,8 +2,10 @@
 //
 // A test calls Launch: outside mpirun it re-runs its own test binary, that
 // one test only, under `mpirun -np N`, and fails with the ranks' output if
-// the job fails; inside (in each rank) Launch returns true and the test
-// body runs with a real MPI world. Command builds the mpirun command line
+// the job fails or if not every rank reports the test passed (a -run
+// pattern that matched nothing exits 0 too); inside (in each rank) Launch
+// returns true and the test body runs with a real MPI world. Under
+// `go test -short` it skips: -short is the unit tests without mpirun. Command builds the mpirun command line
 // that tests and scripts share: --oversubscribe (the machines have fewer
 // cores than the tests have ranks), --bind-to none, and
 // --allow-run-as-root when running as root.
@@ -50,6 +52,9 @@ func Launch(t *testing.T, np int, timeout time.Duration, env ...string) bool {
 	if InRank() {
 		return true
 	}
+	if testing.Short() {
+		t.Skipf("runs under mpirun (np=%d); skipped by -short (scripts/test.sh runs it)", np)
+	}
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Fatalf("mpirun not found: run scripts/setup.sh first (%v)", err)
 	}
@@ -70,6 +75,35 @@ func Launch(t *testing.T, np int, timeout time.Duration, env ...string) bool {
 	if err != nil {
 		t.Fatalf("np=%d: %v:\n%s", np, err, out)
 	}
-	t.Logf("np=%d: passed on every rank in %v", np, time.Since(start).Round(time.Millisecond))
+	passed, skipped, why := outcomes(string(out), t.Name())
+	switch {
+	case passed == np:
+		t.Logf("np=%d: passed on every rank in %v", np, time.Since(start).Round(time.Millisecond))
+	case skipped == np:
+		t.Skipf("np=%d: skipped on every rank: %s", np, why)
+	default:
+		t.Fatalf("np=%d: %d rank(s) reported --- PASS: %s and %d --- SKIP, want %d passes (did the test run in every rank?):\n%s",
+			np, passed, t.Name(), skipped, np, out)
+	}
 	return false
+}
+
+// outcomes counts the ranks' "--- PASS: name (" and "--- SKIP: name ("
+// lines in the verbose output of a job, and returns the first skip's
+// reason (the line after it).
+func outcomes(out, name string) (passed, skipped int, why string) {
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "--- PASS: "+name+" ("):
+			passed++
+		case strings.HasPrefix(l, "--- SKIP: "+name+" ("):
+			skipped++
+			if why == "" && i+1 < len(lines) {
+				why = strings.TrimSpace(lines[i+1])
+			}
+		}
+	}
+	return passed, skipped, why
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"train/internal/near"
 )
 
 const clusterScript = "scripts/cluster/cluster.sh"
@@ -54,6 +55,7 @@ func cluster(t *testing.T, hosts, slots int, rate string) []string {
 // parameters of 4 ranks on one host within 1e-5, for the ring, the
 // hierarchical allreduce and MPI_Allreduce.
 func TestMultiHost(t *testing.T) {
+	e2e(t)
 	args := cluster(t, 2, 2, "")
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--batch-size", "16", "--max-steps", "30", "--log-every", "10"}
@@ -72,17 +74,14 @@ func TestMultiHost(t *testing.T) {
 			t.Errorf("hier: not over 2 hosts:\n%s", r.stdout)
 		}
 		got := tensors(t, filepath.Join(ck, "step-00000030.safetensors"))
-		for name, w := range want {
-			if d := relDiff(w, got[name]); d > 1e-5 {
-				t.Errorf("%s across 2 hosts: %s differs from 4 ranks on one host by %.3g (relative)", algo, name, d)
-			}
-		}
+		sameTensors(t, algo+" across 2 hosts against 4 ranks on one host", want, got, 1e-5)
 	}
 }
 
 // TestClusterCleanup: a cluster that fails half-way up (tc refuses the
 // rate) removes what it made, and down after a normal up leaves nothing.
 func TestClusterCleanup(t *testing.T) {
+	e2e(t)
 	if os.Geteuid() != 0 {
 		t.Skip("skipped: network namespaces need root (CI runs the suite as root)")
 	}
@@ -107,6 +106,7 @@ func TestClusterCleanup(t *testing.T) {
 // the accumulated difference; a single allreduce's error is 8 times
 // fp16's, as the formats say). With MPI_Allreduce it is refused.
 func TestCompress(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--batch-size", "16", "--max-steps", "30", "--log-every", "10"}
 	run := func(name string, args ...string) map[string][]float32 {
@@ -121,7 +121,7 @@ func TestCompress(t *testing.T) {
 	for _, c := range []string{"fp16", "bf16"} {
 		got := run(c, "--compress", c)
 		for name, want := range ref {
-			gap[c] = max(gap[c], relDiff(want, got[name]))
+			gap[c] = max(gap[c], near.Diff(want, got[name]))
 		}
 		t.Logf("--compress %s: largest relative difference from float32 after 30 steps %.3g", c, gap[c])
 	}
@@ -142,6 +142,7 @@ func TestCompress(t *testing.T) {
 // with auto it says so and ends with the same bytes as resumed with that
 // size given outright. A size that is not a number is refused.
 func TestBucketAuto(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	args := []string{"--hidden", "256,256", "--batch-size", "32", "--log-every", "10"}
@@ -164,11 +165,7 @@ func TestBucketAuto(t *testing.T) {
 	// The tensors, not the files: only the auto run's metadata records
 	// bucket_bytes.
 	ta, tb := tensors(t, filepath.Join(a, "step-00000060.safetensors")), tensors(t, filepath.Join(b, "step-00000060.safetensors"))
-	for name, want := range ta {
-		if d := relDiff(want, tb[name]); d != 0 {
-			t.Errorf("resumed with auto and with --bucket-mb %s: %s differs by %.3g", m[1], name, d)
-		}
-	}
+	sameTensors(t, "resumed with auto against --bucket-mb "+m[1], ta, tb, 0)
 	r = trainRun(t, 2, time.Minute, nil, "--bucket-mb", "lots", "--max-steps", "2")
 	if r.code == 0 || !strings.Contains(r.stderr, "--bucket-mb: want a size in MiB") {
 		t.Errorf("--bucket-mb lots: exit %d\n%s", r.code, r.stderr)

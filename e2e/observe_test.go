@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -128,6 +128,7 @@ func eventually(t *testing.T, within time.Duration, check func() string) {
 // the samples counter rises on both ranks, the loss and step-time series
 // exist, and the pushed series arrive under the job's name.
 func TestPrometheus(t *testing.T) {
+	e2e(t)
 	ports := freePorts(t, 3)
 	train, prom, gw := ports[0], ports[1], ports[2]
 	dir := t.TempDir()
@@ -221,6 +222,7 @@ scrape_configs:
 // JSON with one pid per rank, each step's phases nested in it and in
 // order, steps in order, and the buckets' allreduces on their own track.
 func TestTimeline(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	mustTrain(t, 2, "--max-steps", "12", "--log-every", "4", "--hidden", "256,128", "--bucket-mb", "0.1",
 		"--timeline", filepath.Join(dir, "trace.json"))
@@ -301,6 +303,7 @@ func TestTimeline(t *testing.T) {
 // TestRunLogAndPlot: --log-file records the run, --plot draws it, and
 // train plot draws a PNG of the size asked for from the log.
 func TestRunLogAndPlot(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	log, png1 := filepath.Join(dir, "run.jsonl"), filepath.Join(dir, "end.png")
 	mustTrain(t, 2, "--max-steps", "40", "--log-every", "10", "--log-file", log, "--plot", png1)
@@ -344,6 +347,7 @@ func TestRunLogAndPlot(t *testing.T) {
 // (scontrol is replaced by a stand-in that expands the node list; the real
 // Slurm runs in the operations tests).
 func TestPrometheusScripts(t *testing.T) {
+	e2e(t)
 	out, err := exec.Command("promtool", "check", "config", "scripts/prometheus/prometheus.yml").CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "SUCCESS") {
 		t.Errorf("promtool check config: %v\n%s", err, out)

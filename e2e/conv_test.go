@@ -1,14 +1,14 @@
-package main
+package e2e
 
 import (
 	"bytes"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"train/internal/near"
 )
 
 // A small ResNet on synthetic 3x16x16 images keeps these runs short.
@@ -28,6 +28,7 @@ var smallResNet = []string{"--model", "resnet", "--depth", "8", "--data", "synth
 // summation order in one GEMM; with the kernels as they are, 1.9e-6 at
 // step 8, 3.0e-6 at 10, 6.9e-6 at 12.
 func TestResNetEquivalence(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	run := func(np, batch int) map[string][]float32 {
 		ck := filepath.Join(dir, strconv.Itoa(np))
@@ -48,14 +49,8 @@ func TestResNetEquivalence(t *testing.T) {
 			if strings.HasSuffix(name, "num_batches_tracked") {
 				continue // int64: compared below
 			}
-			v := got[name]
-			var worst, scale float64
-			for i := range want {
-				worst = max(worst, math.Abs(float64(v[i]-want[i])))
-				scale = max(scale, math.Abs(float64(want[i])))
-			}
-			if worst > 1e-5*scale {
-				t.Errorf("np=%d: %s differs from np=1 by %.3g (relative %.3g)", np, name, worst, worst/scale)
+			if err := near.Check(want, got[name], 1e-5); err != nil {
+				t.Errorf("np=%d against np=1: %s: %v", np, name, err)
 			}
 			checked++
 		}
@@ -68,6 +63,7 @@ func TestResNetEquivalence(t *testing.T) {
 // TestResumeAdamBatchNorm: bit-exact resume with AdamW's state (two
 // buffers and the step count) and BatchNorm's running statistics.
 func TestResumeAdamBatchNorm(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	common := append(smallResNet, "--optimizer", "adamw", "--lr", "0.001", "--weight-decay", "0.01", "--batch-size", "8", "--epochs", "2")
@@ -94,6 +90,7 @@ func TestResumeAdamBatchNorm(t *testing.T) {
 // per-rank BatchNorm: it runs, and the replicas' running statistics agree
 // (they are averaged before evaluation and saving).
 func TestCIFARAndLocalBN(t *testing.T) {
+	e2e(t)
 	r := mustTrain(t, 2, "--model", "resnet", "--depth", "8", "--data", "testdata/cifar10-mini",
 		"--batch-size", "5", "--epochs", "2", "--bn", "local", "--log-every", "1")
 	if _, ranks, _ := finalCRC(t, r); ranks != 2 {
@@ -109,6 +106,7 @@ func TestCIFARAndLocalBN(t *testing.T) {
 
 // TestBadCIFAR: a truncated CIFAR-10 file is a one-line error naming it.
 func TestBadCIFAR(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	for _, f := range []string{"data_batch_1.bin", "test_batch.bin"} {
 		b, err := os.ReadFile(filepath.Join("testdata/cifar10-mini", f))
@@ -131,6 +129,7 @@ func TestBadCIFAR(t *testing.T) {
 // TestBenchStep: `train bench step` reports throughput and its fraction of
 // SGEMM.
 func TestBenchStep(t *testing.T) {
+	e2e(t)
 	r := mustTrain(t, 2, "bench", "step", "--depth", "8", "--batch-size", "8", "--steps", "2", "--warmup", "1",
 		"--synthetic-shape", "3x16x16", "--synthetic-samples", "64")
 	for _, want := range []string{"resnet-8", "2 rank(s) x batch 8", "# SGEMM 1024^3", "samples/s ", "fraction of SGEMM ", "peak RSS per rank "} {
@@ -152,6 +151,7 @@ func TestBenchStep(t *testing.T) {
 // TestBLASFallback: without OpenBLAS (TRAIN_OPENBLAS names a library that
 // does not exist) training runs on gonum's pure-Go BLAS and says so.
 func TestBLASFallback(t *testing.T) {
+	e2e(t)
 	small := []string{"--model", "cnn", "--data", "synthetic", "--synthetic-shape", "1x12x12", "--synthetic-samples", "256", "--batch-size", "16", "--max-steps", "2", "--log-every", "1"}
 	r := trainRun(t, 2, time.Minute, []string{"TRAIN_OPENBLAS=libopenblas-missing.so.0"}, small...)
 	if r.code != 0 || !strings.Contains(r.stdout, "blas: gonum (pure Go; OpenBLAS: libopenblas-missing.so.0") {

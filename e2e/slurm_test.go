@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -104,6 +104,7 @@ func (s *slurm) waitState(t *testing.T, dir, id string, within time.Duration, st
 // job itself) and once by `scontrol requeue` (SIGTERM to every task), and
 // each time continues from its checkpoint to the same final parameters.
 func TestSlurmBatch(t *testing.T) {
+	e2e(t)
 	t0 := time.Now()
 	s := startSlurm(t)
 	t.Logf("%.1fs: Slurm is up", time.Since(t0).Seconds())

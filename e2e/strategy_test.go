@@ -1,6 +1,7 @@
-package main
+package e2e
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"train/internal/near"
 )
 
 // TestLocalSGD: --strategy local-sgd averages the replicas every
@@ -17,6 +19,7 @@ import (
 // stopped and resumed between averages ends with the same bytes as one
 // that was not.
 func TestLocalSGD(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--momentum", "0", "--log-every", "20"}
 	run := func(name string, args ...string) map[string][]float32 {
@@ -31,12 +34,12 @@ func TestLocalSGD(t *testing.T) {
 		if strings.HasPrefix(name, "optimizer.") {
 			continue
 		}
-		if d := relDiff(want, every1[name]); d > 1e-5 {
-			t.Errorf("--sync-every 1: %s differs from allreduce by %.3g (relative)", name, d)
+		if err := near.Check(want, every1[name], 1e-5); err != nil {
+			t.Errorf("--sync-every 1 against allreduce: %s: %v", name, err)
 		}
-		apart = max(apart, relDiff(want, every8[name]))
+		apart = max(apart, near.Diff(want, every8[name]))
 	}
-	if apart < 1e-4 {
+	if !(apart >= 1e-4) || math.IsInf(apart, 1) {
 		t.Errorf("--sync-every 8 ends within %.3g of allreduce: no local steps taken?", apart)
 	}
 	t.Logf("--sync-every 8 vs allreduce after 40 steps: relative difference up to %.3g", apart)
@@ -51,6 +54,7 @@ func TestLocalSGD(t *testing.T) {
 // TestLocalSGDAccuracy: model averaging every 8 steps at np=4 still trains
 // the MLP to at least 87% on Fashion-MNIST.
 func TestLocalSGDAccuracy(t *testing.T) {
+	e2e(t)
 	r := mustTrain(t, 4, "--strategy", "local-sgd", "--sync-every", "8", "--epochs", "5", "--log-every", "1000")
 	m := regexp.MustCompile(`epoch 5/5 done step \d+: .* test loss [0-9.]+ acc ([0-9.]+)%`).FindStringSubmatch(r.stdout)
 	if m == nil {
@@ -66,6 +70,7 @@ func TestLocalSGDAccuracy(t *testing.T) {
 // TestPlan: train plan prints one row per node count and strategy, with
 // efficiencies in (0, 1], and refuses bad input in one line.
 func TestPlan(t *testing.T) {
+	e2e(t)
 	r := trainRun(t, 0, time.Minute, nil, "plan", "--model", "resnet", "--depth", "20", "--compute-ms", "325", "--nodes", "2,4,64", "--servers", "1")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -96,6 +101,7 @@ func TestPlan(t *testing.T) {
 // TestDeviceCudaWithoutGPU: on a machine without the CUDA driver (CI),
 // --device cuda ends the job with one line saying what is missing.
 func TestDeviceCudaWithoutGPU(t *testing.T) {
+	e2e(t)
 	if _, err := os.Stat("/dev/nvidiactl"); err == nil {
 		t.Skip("this machine has an NVIDIA GPU: the no-driver path cannot be seen here")
 	}
@@ -113,6 +119,7 @@ func TestDeviceCudaWithoutGPU(t *testing.T) {
 // checkpoint); a resumed run is bit-exact; a failing server ends the job
 // with a line naming it.
 func TestPSSync(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--log-every", "20"}
 	run := func(np int, name string, args ...string) map[string][]float32 {
@@ -125,14 +132,7 @@ func TestPSSync(t *testing.T) {
 		servers string
 	}{{3, "1"}, {4, "2"}} {
 		got := run(tc.np, "ps-"+tc.servers, "--strategy", "ps-sync", "--servers", tc.servers)
-		if len(got) != len(ref) {
-			t.Fatalf("%s servers: %d tensors, allreduce %d", tc.servers, len(got), len(ref))
-		}
-		for name, want := range ref {
-			if d := relDiff(want, got[name]); d > 1e-5 {
-				t.Errorf("%s server(s): %s differs from allreduce by %.3g (relative)", tc.servers, name, d)
-			}
-		}
+		sameTensors(t, tc.servers+" server(s) against allreduce", ref, got, 1e-5)
 	}
 
 	ps := []string{"--strategy", "ps-sync", "--servers", "1", "--hidden", "64,32", "--batch-size", "32", "--log-every", "20"}
@@ -155,6 +155,7 @@ func TestPSSync(t *testing.T) {
 // (3 workers) the MLP still reaches 87%, and the server reports the
 // staleness it saw, within what the bound allows.
 func TestPSAsync(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--log-every", "20", "--momentum", "0", "--servers", "1"}
 	run := func(name string, args ...string) (map[string][]float32, result) {
@@ -164,11 +165,7 @@ func TestPSAsync(t *testing.T) {
 	}
 	ref, _ := run("sync", "--strategy", "ps-sync")
 	got, r := run("async-0", "--strategy", "ps-async", "--staleness", "0")
-	for name, want := range ref {
-		if d := relDiff(want, got[name]); d > 1e-5 {
-			t.Errorf("--staleness 0: %s differs from ps-sync by %.3g (relative)", name, d)
-		}
-	}
+	sameTensors(t, "--staleness 0 against ps-sync", ref, got, 1e-5)
 	stale := regexp.MustCompile(`ps-async server: (\d+) updates, staleness max (\d+), mean ([0-9.]+)`)
 	m := stale.FindStringSubmatch(r.stderr)
 	if m == nil || m[1] != "80" || m[2] != "1" {
@@ -203,6 +200,7 @@ func TestPSAsync(t *testing.T) {
 // gradient in and the parameters out, local SGD one ring of parameters
 // and momentum every 8 steps.
 func TestBenchStrategies(t *testing.T) {
+	e2e(t)
 	r := mustTrain(t, 4, "bench", "strategies", "--data", "synthetic", "--synthetic-shape", "1x8x8", "--synthetic-samples", "512",
 		"--model", "mlp", "--hidden", "32", "--batch-size", "16", "--steps", "16", "--warmup", "0", "--sync-every", "8", "--csv")
 	const params = 64*32 + 32 + 32*10 + 10
@@ -262,6 +260,7 @@ func TestBenchStrategies(t *testing.T) {
 // ps-async colocated with --staleness 0 and plain SGD equals ps-sync; a
 // resumed colocated run is bit-exact.
 func TestPSColocated(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--log-every", "20"}
 	run := func(name string, args ...string) map[string][]float32 {
@@ -270,14 +269,7 @@ func TestPSColocated(t *testing.T) {
 	}
 	same := func(what string, ref, got map[string][]float32) {
 		t.Helper()
-		if len(got) != len(ref) {
-			t.Fatalf("%s: %d tensors, want %d", what, len(got), len(ref))
-		}
-		for name, want := range ref {
-			if d := relDiff(want, got[name]); d > 1e-5 {
-				t.Errorf("%s: %s differs by %.3g (relative)", what, name, d)
-			}
-		}
+		sameTensors(t, what, ref, got, 1e-5)
 	}
 	ref := run("allreduce")
 	for _, k := range []string{"1", "2"} {
@@ -306,6 +298,7 @@ func TestPSColocated(t *testing.T) {
 // a run stopped at step 21 resumes from there; the flags are refused
 // outside ps-async.
 func TestDownpourPushFetch(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--lr-schedule", "constant", "--momentum", "0", "--log-every", "20"}
 	mustTrain(t, 1, append(common, "--batch-size", "64", "--lr", "0.04", "--max-steps", "10", "--checkpoint-dir", filepath.Join(dir, "ref"))...)
@@ -316,11 +309,7 @@ func TestDownpourPushFetch(t *testing.T) {
 	}
 	a := tensors(t, filepath.Join(dir, "ref", "step-00000010.safetensors"))
 	b := tensors(t, filepath.Join(dir, "dp", "step-00000040.safetensors"))
-	for name, want := range a {
-		if d := relDiff(want, b[name]); d > 1e-5 {
-			t.Errorf("--push-every 4 --fetch-every 4: %s differs from batch x4 by %.3g (relative)", name, d)
-		}
-	}
+	sameTensors(t, "--push-every 4 --fetch-every 4 against batch x4", a, b, 1e-5)
 
 	r := mustTrain(t, 3, append(common, "--batch-size", "16", "--lr", "0.01", "--max-steps", "43",
 		"--strategy", "ps-async", "--servers", "1", "--staleness", "-1", "--push-every", "2", "--fetch-every", "3")...)

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -133,6 +133,7 @@ func (j *liveJob) ranks(t *testing.T) []int {
 // boundary with a checkpoint and exit 0, also when it comes twice (as under
 // Slurm, from slurmd and again from srun); --resume continues from it.
 func TestSignalStop(t *testing.T) {
+	e2e(t)
 	ck := t.TempDir()
 	j := startJob(t, 2, nil, "--batch-size", "8", "--epochs", "20", "--log-every", "50", "--checkpoint-dir", ck)
 	j.waitLine(t, `step 100 `, time.Minute)
@@ -164,6 +165,7 @@ func pad8(s string) string { return strings.Repeat("0", 8-len(s)) + s }
 // within 10 s; a rerun with --resume (from the last periodic checkpoint)
 // ends with the same bytes as a run that was never interrupted.
 func TestKillAndResume(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	straight, crashed := filepath.Join(dir, "straight"), filepath.Join(dir, "crashed")
 	common := []string{"--batch-size", "32", "--epochs", "1", "--max-steps", "120", "--checkpoint-every", "25"}
@@ -196,6 +198,7 @@ func TestKillAndResume(t *testing.T) {
 // checkpoint leaves the previous one valid; the torn temporary file is
 // ignored and --resume starts from the previous checkpoint.
 func TestKillDuringCheckpoint(t *testing.T) {
+	e2e(t)
 	ck := t.TempDir()
 	r := trainRun(t, 2, time.Minute, []string{"TRAIN_FAULT=0:20:kill-in-checkpoint"},
 		"--max-steps", "40", "--checkpoint-every", "10", "--checkpoint-dir", ck, "--log-every", "10")
@@ -235,6 +238,7 @@ func slicesContains(s []string, v string) bool {
 // TestStall: a rank that hangs is named, with the step, by rank 0's
 // watchdog, and the job aborts after --stall-timeout.
 func TestStall(t *testing.T) {
+	e2e(t)
 	r := trainRun(t, 3, time.Minute, []string{"TRAIN_FAULT=1:5:hang"},
 		"--max-steps", "50", "--log-every", "1", "--stall-warn", "2s", "--stall-timeout", "6s")
 	if r.code == 0 {
@@ -252,6 +256,7 @@ func TestStall(t *testing.T) {
 // TestNonFinite: NaN gradients on one rank stop every rank with one line;
 // the last good checkpoint stays and nothing later is written.
 func TestNonFinite(t *testing.T) {
+	e2e(t)
 	ck := t.TempDir()
 	r := trainRun(t, 2, time.Minute, []string{"TRAIN_FAULT=1:12:nan"},
 		"--max-steps", "40", "--checkpoint-every", "5", "--checkpoint-dir", ck, "--log-every", "5")
@@ -271,6 +276,7 @@ func TestNonFinite(t *testing.T) {
 // naming it, and fall back to the previous valid one; with none valid,
 // --resume is a one-line error; the files are never changed.
 func TestCheckpointFallback(t *testing.T) {
+	e2e(t)
 	ck := t.TempDir()
 	mustTrain(t, 2, "--max-steps", "20", "--checkpoint-every", "10", "--checkpoint-dir", ck, "--log-every", "10")
 	flip := func(name string) {

@@ -1,13 +1,18 @@
-package main
-
-// Helpers for the end-to-end tests: they build ./train once and run it the
-// way users do, under a real mpirun with several ranks, on real files.
+// Package e2e holds the end-to-end tests: they build ./train once and run
+// it the way users do, under a real mpirun with several ranks, on real
+// files, against real Slurm, Prometheus and network-namespace hosts. They
+// take minutes, so they live apart from the packages' unit tests, and
+// `go test -short ./...` skips every one of them (scripts/test.sh runs
+// them). TRAIN_E2E_BIN=PATH tests that binary instead of building one
+// (an older build, to see a new test fail on the old code).
+package e2e
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -21,6 +26,7 @@ import (
 
 	"github.com/nlpodyssey/safetensors"
 
+	"train/internal/near"
 	"train/mpi/mpitest"
 )
 
@@ -30,7 +36,28 @@ var bin string
 // fashion is where Debian's dataset-fashion-mnist installs the data.
 const fashion = "/usr/share/datasets/fashion-mnist"
 
+// TestMain runs the tests from the repository root (their paths, such as
+// scripts/... and testdata/..., are the root's), with ./train built for
+// this run, or the binary TRAIN_E2E_BIN names.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if err := os.Chdir(".."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if testing.Short() {
+		os.Exit(m.Run()) // every test skips, saying why
+	}
+	if b := os.Getenv("TRAIN_E2E_BIN"); b != "" {
+		abs, err := filepath.Abs(b)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		bin = abs
+		fmt.Fprintf(os.Stderr, "e2e: testing %s (TRAIN_E2E_BIN), not a fresh build\n", bin)
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "train-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -44,6 +71,15 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// e2e starts every test of this package: under -short it skips, since
+// each one runs train under mpirun or starts real servers.
+func e2e(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: runs train under mpirun; skipped by -short (scripts/test.sh runs it)")
+	}
 }
 
 // result is what one run of train left behind.
@@ -193,15 +229,19 @@ func resumeIsExact(t *testing.T, np int, args ...string) bool {
 	return sameFiles(t, filepath.Join(straight, "step-00000060.safetensors"), filepath.Join(split, "step-00000060.safetensors"))
 }
 
-// relDiff is the largest difference between two tensors relative to the
-// largest element of want.
-func relDiff(want, got []float32) float64 {
-	var worst, scale float64
-	for i := range want {
-		worst = max(worst, math.Abs(float64(got[i]-want[i])))
-		scale = max(scale, math.Abs(float64(want[i])))
+// sameTensors fails the test for every tensor of want that got lacks or
+// holds more than tol away (relative to the tensor's largest value, NaN
+// and infinities failing: near.Check), naming what differs as what.
+func sameTensors(t *testing.T, what string, want, got map[string][]float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d tensors, want %d", what, len(got), len(want))
 	}
-	return worst / scale
+	for name, w := range want {
+		if err := near.Check(w, got[name], tol); err != nil {
+			t.Errorf("%s: %s: %v", what, name, err)
+		}
+	}
 }
 
 // trainAt runs train on np ranks with args and --checkpoint-dir dir/name,

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,12 +14,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"train/internal/near"
 )
 
 // TestDataParallelEquivalence: N ranks with per-rank batch B reach the
 // parameters one process reaches with batch N x B (the sampler gives both
 // the same global batches), and all ranks agree bit for bit.
 func TestDataParallelEquivalence(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	const steps = "50"
 	ck := func(name string) string { return filepath.Join(dir, name) }
@@ -38,12 +39,9 @@ func TestDataParallelEquivalence(t *testing.T) {
 		// Relative tolerance 1e-5 on each tensor, measured against its
 		// largest element: summation order differs between the runs, so
 		// bits may too, by float32 rounding (about 1e-7) per step.
+		sameTensors(t, fmt.Sprintf("np=%d against np=1", np), ref, got, 1e-5)
 		for name, want := range ref {
-			if d := relDiff(want, got[name]); d > 1e-5 {
-				t.Errorf("np=%d: %s differs from np=1 by %.3g (relative)", np, name, d)
-			} else {
-				t.Logf("np=%d: %s: relative difference %.2g", np, name, d)
-			}
+			t.Logf("np=%d: %s: relative difference %.2g", np, name, near.Diff(want, got[name]))
 		}
 	}
 }
@@ -52,6 +50,7 @@ func TestDataParallelEquivalence(t *testing.T) {
 // the same bytes as one that ran 60 steps straight, across an epoch
 // boundary (58 steps per epoch here).
 func TestResumeBitExact(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	straight, split := filepath.Join(dir, "straight"), filepath.Join(dir, "split")
 	common := []string{"--batch-size", "512", "--epochs", "2", "--log-every", "10"}
@@ -77,6 +76,7 @@ func TestResumeBitExact(t *testing.T) {
 // TestRanks runs at np = 1, 2, 3 under mpirun and without mpirun, where
 // the flags come from TRAIN_* variables instead.
 func TestRanks(t *testing.T) {
+	e2e(t)
 	for _, np := range []int{1, 2, 3} {
 		r := mustTrain(t, np, "--max-steps", "20", "--log-every", "10")
 		if step, ranks, _ := finalCRC(t, r); step != 20 || ranks != np {
@@ -145,6 +145,7 @@ func dirBytes(t *testing.T, dir string) map[string][]byte {
 // the file or flag and what to do, a non-zero exit, no Go trace, no hang,
 // and existing checkpoints untouched.
 func TestBadInput(t *testing.T) {
+	e2e(t)
 	tmp := t.TempDir()
 	// A checkpoint directory that failed runs must leave alone.
 	ckpts := filepath.Join(tmp, "ck")
@@ -206,6 +207,7 @@ func TestBadInput(t *testing.T) {
 // TestRankFailure: a failure on one rank ends every rank within 10 s with
 // a message naming the rank.
 func TestRankFailure(t *testing.T) {
+	e2e(t)
 	for _, tc := range []struct {
 		np    int
 		fault string
@@ -240,6 +242,7 @@ func TestRankFailure(t *testing.T) {
 // TestAccuracy: the default MLP reaches 88% test accuracy on Fashion-MNIST
 // within 5 epochs at np=2.
 func TestAccuracy(t *testing.T) {
+	e2e(t)
 	r := mustTrain(t, 2, "--epochs", "5", "--log-every", "1000")
 	m := regexp.MustCompile(`epoch 5/5 done step \d+: .* test loss [0-9.]+ acc ([0-9.]+)%`).FindStringSubmatch(r.stdout)
 	if m == nil {
@@ -256,6 +259,7 @@ func TestAccuracy(t *testing.T) {
 // README defines with load_state_dict(strict=True), and its test loss and
 // accuracy are ours: the names, shapes and forward pass all agree.
 func TestTorchLoadsCheckpoint(t *testing.T) {
+	e2e(t)
 	ck := t.TempDir()
 	r := mustTrain(t, 2, "--epochs", "1", "--hidden", "128,64", "--checkpoint-dir", ck, "--log-every", "1000")
 	m := regexp.MustCompile(`epoch 1/1 done step (\d+): .* test loss ([0-9.]+) acc ([0-9.]+)%`).FindStringSubmatch(r.stdout)
@@ -279,7 +283,7 @@ func TestTorchLoadsCheckpoint(t *testing.T) {
 	}
 	// Our figures are printed to 4 and 2 decimals; the forward passes
 	// differ only in summation order, which may flip a near-tie or two.
-	if math.Abs(got.Loss-ourLoss) > 1e-4 || math.Abs(got.Accuracy-ourAcc) > 0.021 {
+	if !near.Close(ourLoss, got.Loss, 0, 1e-4) || !near.Close(ourAcc, got.Accuracy, 0, 0.021) {
 		t.Errorf("PyTorch: loss %.6f acc %.2f%%; train: loss %.4f acc %.2f%%", got.Loss, got.Accuracy, ourLoss, ourAcc)
 	}
 	t.Logf("PyTorch: loss %.6f acc %.2f%%; train: loss %.4f acc %.2f%%", got.Loss, got.Accuracy, ourLoss, ourAcc)
@@ -290,6 +294,7 @@ func TestTorchLoadsCheckpoint(t *testing.T) {
 // (np=3: chunks of unequal length; 0.001 MiB buckets: one per layer of
 // the 784-64-32-10 MLP, so three).
 func TestAllreduceAlgorithms(t *testing.T) {
+	e2e(t)
 	dir := t.TempDir()
 	common := []string{"--hidden", "64,32", "--max-steps", "40", "--batch-size", "32", "--log-every", "20"}
 	run := func(name string, args ...string) map[string][]float32 {
@@ -318,11 +323,7 @@ func TestAllreduceAlgorithms(t *testing.T) {
 		{"mpi-buckets-overlap", []string{"--allreduce", "mpi", "--bucket-mb", "0.001", "--overlap"}},
 	} {
 		got := run(tc.name, tc.args...)
-		for name, want := range ref {
-			if d := relDiff(want, got[name]); d > 1e-5 {
-				t.Errorf("%s: %s differs from mpi by %.3g (relative)", tc.name, name, d)
-			}
-		}
+		sameTensors(t, tc.name+" against mpi", ref, got, 1e-5)
 	}
 }
 
@@ -330,6 +331,7 @@ func TestAllreduceAlgorithms(t *testing.T) {
 // row per size and algorithm, every element right, positive bandwidths;
 // bad sizes are one-line errors.
 func TestBenchAllreduce(t *testing.T) {
+	e2e(t)
 	for _, np := range []int{2, 3} {
 		r := mustTrain(t, np, "bench", "allreduce", "-b", "4", "-e", "1M", "-f", "8", "-n", "3", "-w", "1", "--csv")
 		var rows [][]string
