@@ -100,15 +100,43 @@ func trainRun(t *testing.T, np int, timeout time.Duration, env []string, args ..
 // agent).
 func trainRunMPI(t *testing.T, np int, mpirunArgs []string, timeout time.Duration, env []string, args ...string) result {
 	t.Helper()
+	argv := append([]string{bin}, args...)
+	if np > 0 {
+		argv = append(append(append([]string{"mpirun"}, mpitest.Args(np)...), mpirunArgs...), argv...)
+	}
+	return runArgv(t, np, timeout, env, argv)
+}
+
+// trainRunNiced is trainRun on np ranks with rank niced run under
+// `nice -n 19` (mpirun's MPMD form: the same program and arguments, one
+// rank started differently): an uneven rank, slow inside its MPI calls as
+// well as between them, as on an overloaded core.
+func trainRunNiced(t *testing.T, np, niced int, timeout time.Duration, env []string, args ...string) result {
+	t.Helper()
+	argv := append([]string{"mpirun"}, mpitest.Args(np)[2:]...) // the options without -np
+	sep := ""
+	group := func(n int, prefix ...string) {
+		if n > 0 {
+			if sep != "" {
+				argv = append(argv, sep)
+			}
+			argv = append(append(append(argv, "-np", strconv.Itoa(n)), prefix...), bin)
+			argv, sep = append(argv, args...), ":"
+		}
+	}
+	group(niced)
+	group(1, "nice", "-n", "19")
+	group(np - niced - 1)
+	return runArgv(t, np, timeout, env, argv)
+}
+
+// runArgv runs argv (train, or mpirun and its arguments) as trainRun does.
+func runArgv(t *testing.T, np int, timeout time.Duration, env []string, argv []string) result {
+	t.Helper()
+	args := argv[1:]
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	var cmd *exec.Cmd
-	if np == 0 {
-		cmd = exec.CommandContext(ctx, bin, args...)
-	} else {
-		a := append(append(mpitest.Args(np), mpirunArgs...), bin)
-		cmd = exec.CommandContext(ctx, "mpirun", append(a, args...)...)
-	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	// No metrics server unless a test asks: ports stay free, stderr quiet.
 	cmd.Env = append(append(os.Environ(), "TRAIN_METRICS_ADDR="), env...)
 	cmd.WaitDelay = 5 * time.Second

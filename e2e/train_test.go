@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 	"train/internal/near"
+	"train/runlog"
 )
 
 // TestDataParallelEquivalence: N ranks with per-rank batch B reach the
@@ -70,6 +72,58 @@ func TestResumeBitExact(t *testing.T) {
 	names, _ := filepath.Glob(filepath.Join(split, "*"))
 	if len(names) != 3 {
 		t.Errorf("split run left %v", names)
+	}
+}
+
+// TestResumeOtherWorldSize: a run resumed on another number of ranks
+// follows the learning-rate curve of the run it continues, over samples:
+// Fashion-MNIST's 60,000 samples at 64 per rank make 59,904 samples per
+// epoch at 2 and at 4 ranks, so the cosine decay over one epoch is
+// lr(p) = 0.05 * (1 + cos(pi p / 59904)) / 2 at sample position p, before
+// and after the resume (2 -> 4 ranks and 4 -> 2), up to the epoch's end.
+func TestResumeOtherWorldSize(t *testing.T) {
+	e2e(t)
+	for _, tc := range []struct{ from, to, steps int }{{2, 4, 300}, {4, 2, 100}} {
+		t.Run(fmt.Sprintf("np %d to %d", tc.from, tc.to), func(t *testing.T) {
+			dir := t.TempDir()
+			ck, log := filepath.Join(dir, "ck"), filepath.Join(dir, "run.jsonl")
+			args := []string{"--hidden", "32", "--epochs", "1", "--log-every", "1", "--checkpoint-dir", ck, "--log-file", log}
+			mustTrain(t, tc.from, append(args, "--max-steps", strconv.Itoa(tc.steps))...)
+			mustTrain(t, tc.to, append(args, "--resume")...)
+			recs, err := runlog.ReadFile(log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const total = 59904.0
+			first := tc.steps * 64 * tc.from // samples before the resume
+			last, checked, wrong := 0, 0, 0
+			for _, rec := range recs {
+				if rec.Type != "step" || rec.LR == nil {
+					continue
+				}
+				// A step record carries the rate of the step it ends: the
+				// step that started at sample position p.
+				k := rec.Step - 1
+				p := k * 64 * tc.from
+				if k >= tc.steps {
+					p = first + (k-tc.steps)*64*tc.to
+				}
+				want := 0.05 * (1 + math.Cos(math.Pi*float64(p)/total)) / 2
+				if !near.Close(want, *rec.LR, 1e-9, 1e-12) {
+					if wrong++; wrong <= 5 {
+						t.Errorf("step %d (sample %d, %d ranks): lr %v, want %v", rec.Step, p, map[bool]int{true: tc.from, false: tc.to}[k < tc.steps], *rec.LR, want)
+					}
+				}
+				last, checked = rec.Step, checked+1
+			}
+			if wrong > 5 {
+				t.Errorf("... %d steps in all with the wrong rate", wrong)
+			}
+			// The epoch ends when its samples are used up, at either size.
+			if want := tc.steps + (int(total)-first)/(64*tc.to); last != want || checked != want {
+				t.Errorf("%d step records, the last at step %d; want %d, to the epoch's end", checked, last, want)
+			}
+		})
 	}
 }
 
@@ -174,9 +228,24 @@ func TestBadInput(t *testing.T) {
 		{"unknown flag", 2, []string{"--bogus"}, []string{"bogus", "train --help"}},
 		{"bad number", 0, []string{"--epochs", "five"}, []string{"five"}},
 		{"resume without dir", 2, []string{"--resume"}, []string{"--resume needs --checkpoint-dir"}},
+		// Options that another choice makes meaningless are refused, not
+		// ignored.
+		{"--allreduce under ps-sync", 3, []string{"--strategy", "ps-sync", "--allreduce", "hier"}, []string{"--allreduce hier", "ps-sync"}},
+		{"--allreduce under ps-async", 3, []string{"--strategy", "ps-async", "--allreduce", "mpi"}, []string{"--allreduce mpi", "ps-async"}},
+		{"--staleness under ps-sync", 3, []string{"--strategy", "ps-sync", "--staleness", "2"}, []string{"--staleness", "ps-async"}},
+		{"--servers without servers", 2, []string{"--servers", "2"}, []string{"--servers", "ps-sync"}},
+		{"--sync-every without local-sgd", 2, []string{"--sync-every", "4"}, []string{"--sync-every", "local-sgd"}},
+		{"--bn sync under local-sgd", 2, []string{"--strategy", "local-sgd", "--bn", "sync"}, []string{"--bn sync", "local-sgd"}},
+		{"--bucket-mb under local-sgd", 2, []string{"--strategy", "local-sgd", "--bucket-mb", "4"}, []string{"--bucket-mb", "local-sgd"}},
+		{"bench allreduce --device cuda --segment-kb", 2, []string{"bench", "allreduce", "--device", "cuda", "--segment-kb", "64"}, []string{"--segment-kb", "--device cuda"}},
+		{"bench allreduce --device cuda --slots", 2, []string{"bench", "allreduce", "--device", "cuda", "--slots", "2"}, []string{"--slots", "--device cuda"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := trainRun(t, tc.np, time.Minute, nil, append(tc.args, "--max-steps", "5")...)
+			args := tc.args
+			if args[0] != "bench" {
+				args = append(args, "--max-steps", "5")
+			}
+			r := trainRun(t, tc.np, time.Minute, nil, args...)
 			if r.code == 0 {
 				t.Fatalf("exit 0\n%s%s", r.stdout, r.stderr)
 			}

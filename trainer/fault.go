@@ -19,8 +19,13 @@ import (
 //	kill   SIGKILL itself (a crash: no message, no cleanup)
 //	hang   sleep forever (a stalled rank)
 //	nan    make this rank's gradients NaN (a diverging run)
+//	slow   sleep slowDelay at the start of this and every later step (an
+//	       uneven worker, for the asynchronous strategies)
 //	kill-in-checkpoint  (rank 0) SIGKILL itself half way through writing a checkpoint
 const FaultEnv = "TRAIN_FAULT"
+
+// slowDelay is the slow fault's pause per step: many MLP steps' worth.
+const slowDelay = 50 * time.Millisecond
 
 type fault struct {
 	rank, step int
@@ -32,7 +37,7 @@ func parseFault(s string) (*fault, error) {
 		return nil, nil
 	}
 	parts := strings.Split(s, ":")
-	bad := fmt.Errorf("%s=%q: want RANK:STEP:KIND, KIND one of error, panic, kill, hang, nan, kill-in-checkpoint", FaultEnv, s)
+	bad := fmt.Errorf("%s=%q: want RANK:STEP:KIND, KIND one of error, panic, kill, hang, nan, slow, kill-in-checkpoint", FaultEnv, s)
 	if len(parts) != 3 {
 		return nil, bad
 	}
@@ -42,7 +47,7 @@ func parseFault(s string) (*fault, error) {
 		return nil, bad
 	}
 	switch parts[2] {
-	case "error", "panic", "kill", "hang", "nan", "kill-in-checkpoint":
+	case "error", "panic", "kill", "hang", "nan", "slow", "kill-in-checkpoint":
 	default:
 		return nil, bad
 	}
@@ -55,9 +60,14 @@ func (f *fault) is(kind string, rank, step int) bool {
 }
 
 // fire injects the fault, at the start of a step, if it is this rank's
-// and step's (the nan and checkpoint kinds act elsewhere).
+// and step's (the nan and checkpoint kinds act elsewhere; slow acts on
+// every step from its own).
 func (f *fault) fire(rank, step int) error {
-	if f == nil || f.rank != rank || f.step != step || f.kind == "nan" || f.kind == "kill-in-checkpoint" {
+	if f != nil && f.kind == "slow" && f.rank == rank && step >= f.step {
+		time.Sleep(slowDelay)
+		return nil
+	}
+	if f == nil || f.rank != rank || f.step != step || f.kind == "nan" || f.kind == "slow" || f.kind == "kill-in-checkpoint" {
 		return nil
 	}
 	switch f.kind {
