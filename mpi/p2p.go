@@ -1,12 +1,14 @@
 package mpi
 
 /*
+#include <stdlib.h>
 #include "shim.h"
 */
 import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 )
 
@@ -110,4 +112,66 @@ func (w *World) SendrecvBytes(send []byte, dest int, recv []byte, source, tag in
 	traffic.sent.Add(int64(len(send)))
 	traffic.recv.Add(int64(len(recv)))
 	return errorf(C.tr_sendrecv(w.comm, sp, C.int(len(send)), C.int(dest), rp, C.int(len(recv)), C.int(source), C.int(tag)), w.rank, "MPI_Sendrecv")
+}
+
+// Msg is one message of an Exchange: float32 or int64 values (one of F32
+// and I64 is set), to or from rank Peer, with Tag.
+type Msg struct {
+	F32       []float32
+	I64       []int64
+	Peer, Tag int
+}
+
+func (m Msg) parts() (p unsafe.Pointer, n, typ, bytes int) {
+	if m.I64 != nil {
+		if len(m.I64) > 0 {
+			p = unsafe.Pointer(&m.I64[0])
+		}
+		return p, len(m.I64), cI64, 8 * len(m.I64)
+	}
+	if len(m.F32) > 0 {
+		p = unsafe.Pointer(&m.F32[0])
+	}
+	return p, len(m.F32), cF32, 4 * len(m.F32)
+}
+
+// Exchange posts every receive in recv, then every send in send, and
+// waits until all are done (MPI_Irecv, MPI_Isend, MPI_Waitall, in one
+// call). Because its receives are posted before anything is sent, a peer's
+// blocking send to this rank always finds its receive, however long this
+// rank's own sends wait: ranks that talk to several peers this way (a
+// worker and its parameter servers) cannot close a cycle of waits.
+func (w *World) Exchange(send, recv []Msg) error {
+	n := len(send) + len(recv)
+	if n == 0 {
+		return nil
+	}
+	// The addresses go to C in C memory, so the buffers are pinned for
+	// the call (cgo's rule for Go pointers stored in C memory).
+	bufs := unsafe.Slice((*unsafe.Pointer)(C.malloc(C.size_t(n)*C.size_t(unsafe.Sizeof(unsafe.Pointer(nil))))), n)
+	defer C.free(unsafe.Pointer(&bufs[0]))
+	ints := unsafe.Slice((*C.int)(C.malloc(C.size_t(4*n)*C.size_t(unsafe.Sizeof(C.int(0))))), 4*n)
+	defer C.free(unsafe.Pointer(&ints[0]))
+	counts, types, peers, tags := ints[:n], ints[n:2*n], ints[2*n:3*n], ints[3*n:]
+	var pin runtime.Pinner
+	defer pin.Unpin()
+	var sent, received int
+	for i, m := range append(append([]Msg{}, recv...), send...) {
+		p, count, typ, bytes := m.parts()
+		if count > maxCount {
+			return fmt.Errorf("rank %d: exchange with rank %d: %d values, more than one message holds", w.rank, m.Peer, count)
+		}
+		if p != nil {
+			pin.Pin(p)
+		}
+		bufs[i], counts[i], types[i], peers[i], tags[i] = p, C.int(count), C.int(typ), C.int(m.Peer), C.int(m.Tag)
+		if i < len(recv) {
+			received += bytes
+		} else {
+			sent += bytes
+		}
+	}
+	traffic.sent.Add(int64(sent))
+	traffic.recv.Add(int64(received))
+	return errorf(C.tr_exchange(w.comm, C.int(len(recv)), C.int(len(send)), &bufs[0], &counts[0], &types[0], &peers[0], &tags[0]), w.rank, "MPI_Irecv/MPI_Isend/MPI_Waitall")
 }

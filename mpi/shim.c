@@ -1,5 +1,6 @@
 #include "shim.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static MPI_Datatype tr_type(int t) {
@@ -212,4 +213,37 @@ int tr_recv(MPI_Comm c, void *buf, int count, int type, int source, int tag) {
 
 int tr_sendrecv(MPI_Comm c, const void *send, int scount, int dest, void *recv, int rcount, int source, int tag) {
 	return MPI_Sendrecv(send, scount, MPI_BYTE, dest, tag, recv, rcount, MPI_BYTE, source, tag, c, MPI_STATUS_IGNORE);
+}
+
+// tr_exchange posts nrecv receives, then nsend sends, and waits for all of
+// them: message i (receives first) is counts[i] values of types[i] at
+// bufs[i], from or to peers[i] with tags[i]. A rank that has posted every
+// receive it expects before it sends can always take a peer's message, so
+// ranks that all exchange this way never wait on each other in a cycle.
+// Blocking: no request outlives the call.
+int tr_exchange(MPI_Comm c, int nrecv, int nsend, void **bufs, const int *counts, const int *types, const int *peers, const int *tags) {
+	int n = nrecv + nsend;
+	MPI_Request stack[16], *rq = stack;
+	if (n > 16) rq = malloc(sizeof(MPI_Request) * n);
+	if (!rq) return MPI_ERR_NO_MEM;
+	int rc = MPI_SUCCESS, posted = 0;
+	for (; posted < n && rc == MPI_SUCCESS; posted++) {
+		int i = posted;
+		if (i < nrecv)
+			rc = MPI_Irecv(bufs[i], counts[i], tr_type(types[i]), peers[i], tags[i], c, &rq[i]);
+		else
+			rc = MPI_Isend(bufs[i], counts[i], tr_type(types[i]), peers[i], tags[i], c, &rq[i]);
+	}
+	if (rc == MPI_SUCCESS) {
+		rc = MPI_Waitall(n, rq, MPI_STATUSES_IGNORE);
+	} else {
+		// Cancel and free what was posted before the failure: no request
+		// may outlive the call.
+		for (int i = 0; i < posted - 1; i++) {
+			MPI_Cancel(&rq[i]);
+			MPI_Request_free(&rq[i]);
+		}
+	}
+	if (rq != stack) free(rq);
+	return rc;
 }

@@ -223,3 +223,53 @@ func TestPointToPoint(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestExchange: every rank swaps a header and a 1M-float message (far past
+// the eager limit, so a blocking send waits for its receiver) with every
+// other rank at once, which blocking sends in rank order would deadlock
+// on; each receive gets exactly its sender's values, and the traffic
+// counters grow by what was exchanged.
+func TestExchange(t *testing.T) {
+	const np, n = 3, 1 << 20
+	if !mpitest.Launch(t, np, time.Minute) {
+		return
+	}
+	w := world(t)
+	r := w.Rank()
+	var send, recv []mpi.Msg
+	got := map[int][]float32{}
+	hdr := map[int][]int64{}
+	for p := range np {
+		if p == r {
+			continue
+		}
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(100*r + p + i%7)
+		}
+		send = append(send, mpi.Msg{I64: []int64{int64(r), int64(p)}, Peer: p, Tag: 1}, mpi.Msg{F32: v, Peer: p, Tag: 2})
+		got[p], hdr[p] = make([]float32, n), make([]int64, 2)
+		recv = append(recv, mpi.Msg{F32: got[p], Peer: p, Tag: 2}, mpi.Msg{I64: hdr[p], Peer: p, Tag: 1})
+	}
+	before := mpi.Counted()
+	if err := w.Exchange(send, recv); err != nil {
+		t.Fatal(err)
+	}
+	for p, v := range got {
+		if hdr[p][0] != int64(p) || hdr[p][1] != int64(r) {
+			t.Errorf("rank %d: header from %d: %v", r, p, hdr[p])
+		}
+		for i := range v {
+			if want := float32(100*p + r + i%7); v[i] != want {
+				t.Fatalf("rank %d: from %d: [%d] = %v, want %v", r, p, i, v[i], want)
+			}
+		}
+	}
+	d := mpi.Counted().Sub(before)
+	if want := int64((np - 1) * (4*n + 16)); d.Sent != want || d.Received != want {
+		t.Errorf("rank %d: counted %d sent, %d received, want %d each", r, d.Sent, d.Received, want)
+	}
+	if err := w.Exchange(nil, nil); err != nil {
+		t.Errorf("empty exchange: %v", err)
+	}
+}
