@@ -67,7 +67,10 @@ var benchCommand = &cli.Command{
 		Flags: append(benchStepFlags(), &cli.IntFlag{Name: "steps", Value: 20, Usage: "timed steps"},
 			&cli.IntFlag{Name: "warmup", Value: 3, Usage: "untimed steps first"}),
 		Action: func(c *cli.Context) error {
-			cfg := trainConfig(c)
+			cfg, err := trainConfig(c)
+			if err != nil {
+				return err
+			}
 			return withWorld(c, func(w *mpi.World) error {
 				return trainer.BenchStep(w, cfg, trainer.StepBench{Warmup: c.Int("warmup"), Steps: c.Int("steps")}, c.App.Writer)
 			})
@@ -81,8 +84,11 @@ var benchCommand = &cli.Command{
 			&cli.IntFlag{Name: "warmup", Value: 20, Usage: "untimed steps first"},
 			&cli.BoolFlag{Name: "csv", Usage: "machine-readable output"}),
 		Action: func(c *cli.Context) error {
-			cfg := trainConfig(c)
-			sb := trainer.StrategyBench{Warmup: c.Int("warmup"), Steps: c.Int("steps"), Servers: cfg.Servers, CSV: c.Bool("csv")}
+			cfg, err := trainConfig(c)
+			if err != nil {
+				return err
+			}
+			sb := trainer.StrategyBench{Warmup: c.Int("warmup"), Steps: c.Int("steps"), Servers: cfg.Dist.Servers, CSV: c.Bool("csv")}
 			return withWorld(c, func(w *mpi.World) error {
 				return trainer.BenchStrategies(w, cfg, sb, c.App.Writer, c.App.ErrWriter)
 			})
@@ -92,7 +98,7 @@ var benchCommand = &cli.Command{
 		Usage: "allreduce bandwidth by size and algorithm, in the manner of nccl-tests' all_reduce_perf",
 		UsageText: "mpirun -np N train bench allreduce [-b 8] [-e 256M] [-f 4] [--algo ring,mpi] [--csv]\n" +
 			"busbw = algbw x 2(N-1)/N; wrong counts elements that differ from the exact sum.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "minbytes", Aliases: []string{"b"}, Value: "8", Usage: "smallest size (bytes; K, M, G suffixes)"},
 			&cli.StringFlag{Name: "maxbytes", Aliases: []string{"e"}, Value: "256M", Usage: "largest size"},
 			&cli.Int64Flag{Name: "stepfactor", Aliases: []string{"f"}, Value: 4, Usage: "multiply the size by this each row"},
@@ -104,7 +110,7 @@ var benchCommand = &cli.Command{
 			&cli.IntFlag{Name: "slots", Value: mpi.RingSlots, Usage: "ring: scratch slots (segments in flight)"},
 			&cli.StringFlag{Name: "compress", Value: "none", Usage: "ring and hier: none, fp16 or bf16 on the wire (sizes stay float32 bytes)"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu, or cuda: device buffers, --algo from ring (CUDA IPC on one node), ring-host (pinned host buffers), nccl, mpi"},
-		},
+		}, libs()...),
 		Action: func(c *cli.Context) error {
 			cfg := bench.AllreduceConfig{
 				Factor: c.Int64("stepfactor"), Warmup: c.Int("warmup_iters"), Iters: c.Int("iters"),
@@ -131,6 +137,11 @@ var benchCommand = &cli.Command{
 				if cfg.Compress != mpi.None {
 					return fmt.Errorf("--compress is for the CPU ring; --device cuda sends float32")
 				}
+				for _, f := range []string{"segment-kb", "slots"} {
+					if c.IsSet(f) {
+						return fmt.Errorf("--%s shapes the CPU ring's segments; --device cuda's ring is sized by itself (drop --%s)", f, f)
+					}
+				}
 				algos := cfg.Algos
 				cfg.Algos = nil
 				if err := cfg.Validate(); err != nil {
@@ -138,7 +149,7 @@ var benchCommand = &cli.Command{
 				}
 				cfg.Algos = algos
 				return withWorld(c, func(w *mpi.World) error {
-					return bench.AllreduceGPU(w, cfg, gpu.Precision("fp32"), c.App.Writer)
+					return bench.AllreduceGPU(w, cfg, gpu.Precision("fp32"), gpu.Options{Libraries: gpuLibraries(c)}, c.App.Writer)
 				})
 			}
 			if err := cfg.Validate(); err != nil {

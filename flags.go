@@ -1,13 +1,14 @@
 package main
 
 import (
-	"math"
+	"errors"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"train/gpu"
+	"train/mpi"
 	"train/trainer"
 )
 
@@ -22,6 +23,7 @@ const (
 	catOptim = "Optimisation"
 	catDist  = "Distribution"
 	catCkpt  = "Checkpoints and logging"
+	catGPU   = "GPU"
 )
 
 var (
@@ -39,7 +41,7 @@ var (
 	epochsFlag = &cli.IntFlag{Name: "epochs", Value: 5, Usage: "passes over the training set; also the length the schedule plans for", EnvVars: env("EPOCHS"), Category: catOptim}
 	stepsFlag  = &cli.IntFlag{Name: "max-steps", Value: 0, Usage: "stop after this many steps in all (0: no limit)", EnvVars: env("MAX_STEPS"), Category: catOptim}
 	optFlag    = &cli.StringFlag{Name: "optimizer", Value: "sgd", Usage: "sgd, adam or adamw", EnvVars: env("OPTIMIZER"), Category: catOptim}
-	lrFlag     = &cli.Float64Flag{Name: "lr", Value: 0.05, Usage: "learning rate, for one rank's batch unless --lr-scaling linear", EnvVars: env("LR"), Category: catOptim}
+	lrFlag     = &cli.Float64Flag{Name: "lr", Value: 0.05, Usage: "learning rate, for the global batch as it is; with --lr-scaling linear, for one rank's batch (multiplied by the data-parallel ranks)", EnvVars: env("LR"), Category: catOptim}
 	scaleFlag  = &cli.StringFlag{Name: "lr-scaling", Value: "none", Usage: "none, or linear: lr x number of ranks (Goyal et al. 2017)", EnvVars: env("LR_SCALING"), Category: catOptim}
 	schedFlag  = &cli.StringFlag{Name: "lr-schedule", Value: "cosine", Usage: "constant, step, or cosine (to zero at the end of --epochs)", EnvVars: env("LR_SCHEDULE"), Category: catOptim}
 	warmFlag   = &cli.IntFlag{Name: "warmup-steps", Value: 0, Usage: "linear learning-rate warm-up over the first N steps", EnvVars: env("WARMUP_STEPS"), Category: catOptim}
@@ -55,7 +57,7 @@ var (
 	seedFlag   = &cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the initial parameters, the data order and augmentation", EnvVars: env("SEED"), Category: catOptim}
 
 	compressFlag = &cli.StringFlag{Name: "compress", Value: "none", Usage: "gradients on the wire as fp16 or bf16, reduced in float32 (ring, hier; Horovod's Compression.fp16), or none", EnvVars: env("COMPRESS"), Category: catDist}
-	arFlag       = &cli.StringFlag{Name: "allreduce", Value: "ring", Usage: "gradient allreduce: ring (ours, reduce-scatter + all-gather; on GPUs over CUDA IPC or pinned host buffers), mpi (MPI_Allreduce), hier (reduce within each host, ring among hosts, broadcast within the host) or nccl (--device cuda)", EnvVars: env("ALLREDUCE"), Category: catDist}
+	arFlag       = &cli.StringFlag{Name: "allreduce", Value: "ring", Usage: "gradient allreduce (allreduce, local-sgd): ring (ours, reduce-scatter + all-gather; on GPUs over CUDA IPC or pinned host buffers), mpi (MPI_Allreduce), hier (reduce within each host, ring among hosts, broadcast within the host) or nccl (--device cuda)", EnvVars: env("ALLREDUCE"), Category: catDist}
 	bucketFlag   = &cli.StringFlag{Name: "bucket-mb", Value: "25", Usage: "gradient bucket size in MiB, whole tensors in backward order (0: one bucket), or auto: try 1/4 to 64 MiB in the first steps and keep the fastest", EnvVars: env("BUCKET_MB"), Category: catDist}
 	deviceFlag   = &cli.StringFlag{Name: "device", Value: "cpu", Usage: "where to train: cpu, or cuda (the GPU of local rank % GPUs; CUDA is opened at run time)", EnvVars: env("DEVICE"), Category: catDist}
 	precFlag     = &cli.StringFlag{Name: "precision", Value: "fp32", Usage: "cuda: fp32, tf32 (tensor cores, 10-bit mantissas) or bf16 (tensor cores on bfloat16 inputs; fp32 master weights)", EnvVars: env("PRECISION"), Category: catDist}
@@ -65,8 +67,20 @@ var (
 	staleFlag    = &cli.IntFlag{Name: "staleness", Value: 4, Usage: "ps-async: updates a worker may run ahead of the slowest (0: synchronous rounds, -1: no bound)", EnvVars: env("STALENESS"), Category: catDist}
 	syncEvery    = &cli.IntFlag{Name: "sync-every", Value: 8, Usage: "local-sgd: average the replicas every N steps (1: every step)", EnvVars: env("SYNC_EVERY"), Category: catDist}
 	overlapFlag  = &cli.BoolFlag{Name: "overlap", Value: true, Usage: "allreduce each bucket while backward computes the layers below it (--overlap=false: after backward)", EnvVars: env("OVERLAP"), Category: catDist}
-	bnFlag       = &cli.StringFlag{Name: "bn", Value: "sync", Usage: "BatchNorm statistics: sync (over the global batch, all ranks) or local (per rank, averaged for evaluation and checkpoints)", EnvVars: env("BN"), Category: catDist}
+	bnFlag       = &cli.StringFlag{Name: "bn", Value: "auto", Usage: "BatchNorm statistics: sync (over the global batch, all ranks), local (per rank, averaged wherever the replicas are: evaluations, checkpoints, local SGD's averages) or auto (sync for allreduce and ps-sync, local for local-sgd and ps-async, whose replicas step apart)", EnvVars: env("BN"), Category: catDist}
 	threadsFlag  = &cli.IntFlag{Name: "threads", Value: 0, Usage: "BLAS threads per rank (0: the cores this rank is bound to, or the node's cores / ranks on the node)", EnvVars: env("THREADS"), Category: catDist}
+	openblasFlag = &cli.StringFlag{Name: "openblas", Usage: "another OpenBLAS build to load, a path or a soname (default: Debian's libopenblas.so.0; one that does not load leaves gonum's pure-Go BLAS, as the log says)", EnvVars: env("OPENBLAS"), Category: catDist}
+
+	gpuDetFlag  = &cli.BoolFlag{Name: "gpu-deterministic", Usage: "cuda: cuDNN's first deterministic algorithm by its heuristics instead of the fastest it measures, so runs repeat bit for bit", EnvVars: env("GPU_DETERMINISTIC"), Category: catGPU}
+	gpuProfFlag = &cli.BoolFlag{Name: "gpu-profile", Usage: "cuda: time each layer kind, a synchronisation around every layer (train bench step prints it)", EnvVars: env("GPU_PROFILE"), Category: catGPU}
+	gpuRingFlag = &cli.StringFlag{Name: "gpu-ring", Value: "auto", Usage: "cuda, --allreduce ring: the ring's transport, auto (CUDA IPC when every rank is on one node), ipc, or host (pinned host buffers and MPI)", EnvVars: env("GPU_RING"), Category: catGPU}
+	libFlags    = []*cli.StringFlag{
+		{Name: "libcuda", Usage: "cuda: the CUDA driver library to open (default libcuda.so.1)", EnvVars: env("LIBCUDA"), Category: catGPU},
+		{Name: "libnvrtc", Usage: "cuda: NVRTC (default libnvrtc.so.13, then .12)", EnvVars: env("LIBNVRTC"), Category: catGPU},
+		{Name: "libcublas", Usage: "cuda: cuBLAS (default libcublas.so.13, then .12)", EnvVars: env("LIBCUBLAS"), Category: catGPU},
+		{Name: "libcudnn", Usage: "cuda: cuDNN (default libcudnn.so.9, then .8)", EnvVars: env("LIBCUDNN"), Category: catGPU},
+		{Name: "libnccl", Usage: "cuda, --allreduce nccl: NCCL (default libnccl.so.2)", EnvVars: env("LIBNCCL"), Category: catGPU},
+	}
 
 	metricsFlag  = &cli.StringFlag{Name: "metrics-addr", Value: ":9400", Usage: "serve Prometheus /metrics on HOST:PORT, each rank on PORT + its local rank (\"\": off)", EnvVars: env("METRICS_ADDR"), Category: catCkpt}
 	pushFlag     = &cli.StringFlag{Name: "pushgateway", Usage: "Prometheus Pushgateway URL: rank 0 pushes its metrics at the end (job train, or train_slurm_<id> in Slurm)", EnvVars: env("PUSHGATEWAY"), Category: catCkpt}
@@ -88,49 +102,97 @@ var (
 	logFlag    = &cli.IntFlag{Name: "log-every", Value: 100, Usage: "rank 0 logs a line every N steps", EnvVars: env("LOG_EVERY"), Category: catCkpt}
 )
 
-var trainFlags = []cli.Flag{
+var trainFlags = append([]cli.Flag{
 	modelFlag, hiddenFlag, depthFlag, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
 	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
-	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, stallWarn, stallTimeout,
+	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, logFileFlag, plotFlag, progressFlag,
+	gpuDetFlag, gpuProfFlag, gpuRingFlag,
+}, libs()...)
+
+func libs() []cli.Flag {
+	out := make([]cli.Flag, len(libFlags))
+	for i, f := range libFlags {
+		out[i] = f
+	}
+	return out
 }
 
-// trainConfig reads the training flags.
-func trainConfig(c *cli.Context) trainer.Config {
-	return trainer.Config{
-		Model: c.String(modelFlag.Name), Hidden: c.IntSlice(hiddenFlag.Name), Depth: c.Int(depthFlag.Name),
-		DataDir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
-		Augment: c.String(augFlag.Name), CropPad: c.Int(cropPadFlag.Name),
-		BatchSize: c.Int(batchFlag.Name), EvalBatch: c.Int(evalBatch.Name), Epochs: c.Int(epochsFlag.Name), MaxSteps: c.Int(stepsFlag.Name),
-		Optimizer: c.String(optFlag.Name), LR: c.Float64(lrFlag.Name), LRScaling: c.String(scaleFlag.Name),
-		LRSchedule: c.String(schedFlag.Name), WarmupSteps: c.Int(warmFlag.Name), LRStepEpochs: c.Int(stepEpochs.Name), LRGamma: c.Float64(gammaFlag.Name),
-		Momentum: c.Float64(momFlag.Name), Nesterov: c.Bool(nestFlag.Name), WeightDecay: c.Float64(wdFlag.Name),
-		Beta1: c.Float64(beta1Flag.Name), Beta2: c.Float64(beta2Flag.Name), Eps: c.Float64(epsFlag.Name),
-		ClipGradNorm: c.Float64(clipFlag.Name), Seed: c.Uint64(seedFlag.Name),
-		Device: c.String(deviceFlag.Name), Precision: c.String(precFlag.Name), Strategy: c.String(strategyFlag.Name), SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name), PSPushEvery: c.Int(psPushFlag.Name), PSFetchEvery: c.Int(psFetchFlag.Name), Staleness: c.Int(staleFlag.Name),
-		Allreduce: c.String(arFlag.Name), Compress: c.String(compressFlag.Name), BucketMB: bucketMB(c.String(bucketFlag.Name)), BucketAuto: c.String(bucketFlag.Name) == "auto", Overlap: c.Bool(overlapFlag.Name),
-		BN: c.String(bnFlag.Name), Threads: c.Int(threadsFlag.Name),
-		StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name),
-		CheckpointDir: c.String(ckDirFlag.Name), CheckpointEvery: c.Int(ckEvery.Name), Keep: c.Int(keepFlag.Name),
-		Resume: c.Bool(resumeFlag.Name), LogEvery: c.Int(logFlag.Name),
-		MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushgatewayEvery: c.Int(pushEvery.Name),
-		Timeline: c.String(timelineFlag.Name), LogFile: c.String(logFileFlag.Name), Plot: c.String(plotFlag.Name),
-		Progress: c.String(progressFlag.Name),
-		Fault:    os.Getenv(trainer.FaultEnv), // tests only: not a flag
-	}
+// gpuLibraries reads the --lib* options.
+func gpuLibraries(c *cli.Context) gpu.Libraries {
+	l := func(i int) string { return c.String(libFlags[i].Name) }
+	return gpu.Libraries{CUDA: l(0), NVRTC: l(1), CUBLAS: l(2), CUDNN: l(3), NCCL: l(4)}
 }
 
-// bucketMB reads --bucket-mb: a number, or auto (0 here: the tuner picks),
-// or NaN for anything else, which Config.Validate reports.
-func bucketMB(s string) float64 {
-	if s == "auto" {
-		return 0
+// trainConfig reads the training flags, parsing every choice into its
+// type: a value that is not one of its choices is an error here, before
+// MPI starts.
+func trainConfig(c *cli.Context) (trainer.Config, error) {
+	var errs []error
+	choice := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return math.NaN()
+	cfg := trainer.Config{
+		Model: trainer.ModelOptions{Kind: c.String(modelFlag.Name), Hidden: c.IntSlice(hiddenFlag.Name), Depth: c.Int(depthFlag.Name)},
+		Data: trainer.DataOptions{Dir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
+			CropPad: c.Int(cropPadFlag.Name), BatchSize: c.Int(batchFlag.Name), EvalBatch: c.Int(evalBatch.Name)},
+		Optim: trainer.OptimOptions{Optimizer: c.String(optFlag.Name), LR: c.Float64(lrFlag.Name), Schedule: c.String(schedFlag.Name),
+			WarmupSteps: c.Int(warmFlag.Name), StepEpochs: c.Int(stepEpochs.Name), Gamma: c.Float64(gammaFlag.Name),
+			Momentum: c.Float64(momFlag.Name), Nesterov: c.Bool(nestFlag.Name), WeightDecay: c.Float64(wdFlag.Name),
+			Beta1: c.Float64(beta1Flag.Name), Beta2: c.Float64(beta2Flag.Name), Eps: c.Float64(epsFlag.Name),
+			ClipGradNorm: c.Float64(clipFlag.Name), Epochs: c.Int(epochsFlag.Name), MaxSteps: c.Int(stepsFlag.Name), Seed: c.Uint64(seedFlag.Name)},
+		Dist: trainer.DistOptions{SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name),
+			Staleness: c.Int(staleFlag.Name), PushEvery: c.Int(psPushFlag.Name), FetchEvery: c.Int(psFetchFlag.Name), Overlap: c.Bool(overlapFlag.Name),
+			StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name)},
+		Device: trainer.DeviceOptions{Threads: c.Int(threadsFlag.Name), OpenBLAS: c.String(openblasFlag.Name), GPURing: c.String(gpuRingFlag.Name),
+			GPU: gpu.Options{Deterministic: c.Bool(gpuDetFlag.Name), Profile: c.Bool(gpuProfFlag.Name), Libraries: gpuLibraries(c)}},
+		Observe: trainer.ObserveOptions{MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushgatewayEvery: c.Int(pushEvery.Name),
+			Timeline: c.String(timelineFlag.Name), LogFile: c.String(logFileFlag.Name), Plot: c.String(plotFlag.Name), LogEvery: c.Int(logFlag.Name),
+			Job: trainer.Job{SlurmJob: os.Getenv("SLURM_JOB_ID"), SlurmRestart: os.Getenv("SLURM_RESTART_COUNT"), Launcher: launcher()}},
+		Checkpoint: trainer.CheckpointOptions{Dir: c.String(ckDirFlag.Name), Every: c.Int(ckEvery.Name), Keep: c.Int(keepFlag.Name), Resume: c.Bool(resumeFlag.Name)},
+		Set:        map[string]bool{},
+		Fault:      os.Getenv(trainer.FaultEnv), // tests only: not a flag
 	}
-	return v
+	var err error
+	cfg.Data.Augment, err = trainer.ParseAugment(c.String(augFlag.Name))
+	choice(err)
+	cfg.Optim.LinearScaling, err = trainer.ParseLRScaling(c.String(scaleFlag.Name))
+	choice(err)
+	cfg.Dist.Strategy, err = trainer.ParseStrategy(c.String(strategyFlag.Name))
+	choice(err)
+	cfg.Dist.Allreduce, err = trainer.ParseAlgorithm(c.String(arFlag.Name))
+	choice(err)
+	cfg.Dist.Compress, err = mpi.ParseCompression(c.String(compressFlag.Name))
+	choice(err)
+	cfg.Dist.Buckets, err = trainer.ParseBuckets(c.String(bucketFlag.Name))
+	choice(err)
+	cfg.Dist.BN, err = trainer.ParseBN(c.String(bnFlag.Name))
+	choice(err)
+	cfg.Device.Device, err = trainer.ParseDevice(c.String(deviceFlag.Name))
+	choice(err)
+	cfg.Device.Precision, err = trainer.ParsePrecision(c.String(precFlag.Name))
+	choice(err)
+	cfg.Observe.Progress, err = trainer.ParseProgress(c.String(progressFlag.Name))
+	choice(err)
+	for _, f := range trainFlags {
+		if n := f.Names()[0]; c.IsSet(n) { // on the command line or in its TRAIN_* variable
+			cfg.Set[n] = true
+		}
+	}
+	return cfg, errors.Join(errs...)
+}
+
+// launcher names the environment variable by which mpirun, a PMIx
+// launcher or srun announced this process, "" if none did.
+func launcher() string {
+	for _, v := range []string{"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"} {
+		if os.Getenv(v) != "" {
+			return v
+		}
+	}
+	return ""
 }

@@ -90,7 +90,11 @@ var initCommand = &cli.Command{
 	Flags: append(trainFlags[:len(trainFlags):len(trainFlags)],
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "file to write"}),
 	Action: func(c *cli.Context) error {
-		return trainer.WriteInit(trainConfig(c), c.String("output"))
+		cfg, err := trainConfig(c)
+		if err != nil {
+			return err
+		}
+		return trainer.WriteInit(cfg, c.String("output"))
 	},
 }
 
@@ -144,8 +148,11 @@ var timelineCommand = &cli.Command{
 
 // trainAction trains: the root command.
 func trainAction(c *cli.Context) error {
-	cfg := trainConfig(c)
-	if cfg.Colocate && os.Getenv("OMPI_MCA_mpi_yield_when_idle") == "" {
+	cfg, err := trainConfig(c)
+	if err != nil {
+		return err
+	}
+	if cfg.Dist.Colocate && os.Getenv("OMPI_MCA_mpi_yield_when_idle") == "" {
 		// A colocated server's thread shares its rank's core with the
 		// worker; OpenMPI waits by spinning unless told to yield (read at
 		// MPI_Init, so set before it). Measured: 4x faster steps.

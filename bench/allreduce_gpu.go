@@ -17,11 +17,11 @@ var GPUAlgos = []string{"ring", "ring-host", "nccl", "mpi"}
 // AllreduceGPU is Allreduce on device buffers: the same sizes, check,
 // timing and columns, and beside them the device-to-device copy bandwidth
 // the ring's busbw is compared with.
-func AllreduceGPU(w *mpi.World, c AllreduceConfig, prec gpu.Precision, out io.Writer) error {
+func AllreduceGPU(w *mpi.World, c AllreduceConfig, prec gpu.Precision, opt gpu.Options, out io.Writer) error {
 	if w.Rank() != 0 {
 		out = io.Discard
 	}
-	ctx, err := gpu.Open(w.LocalRank(), prec)
+	ctx, err := gpu.Open(w.LocalRank(), prec, opt)
 	if err != nil {
 		return fmt.Errorf("--device cuda: rank %d: %v", w.Rank(), err)
 	}

@@ -62,7 +62,11 @@ type State struct {
 	Step        int
 	Epoch       int
 	StepInEpoch int
-	Meta        map[string]string
+	// Samples is the position in samples: how many the run has trained
+	// on (its learning-rate schedule follows it). -1 when a checkpoint
+	// from before it was recorded was loaded.
+	Samples int64
+	Meta    map[string]string
 	// WrapFile, when set, wraps the file Write writes to (fault
 	// injection: a crash half way through a write).
 	WrapFile func(io.Writer) io.Writer
@@ -156,6 +160,7 @@ func Write(final string, p *model.Params, s *State) error {
 	meta["step"] = strconv.Itoa(s.Step)
 	meta["epoch"] = strconv.Itoa(s.Epoch)
 	meta["step_in_epoch"] = strconv.Itoa(s.StepInEpoch)
+	meta["samples"] = strconv.FormatInt(s.Samples, 10)
 	meta["crc32c"] = fmt.Sprintf("%08x", checksum(names, func(n string) []byte { return views[n].Data() }))
 
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(final)+".tmp-*")
@@ -257,13 +262,21 @@ func loadCheckpoint(path string, p *model.Params, s *State) error {
 		}
 		pos[i] = v
 	}
+	samples := int64(-1)
+	if v, ok := meta["samples"]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad samples %q in metadata", v)
+		}
+		samples = n
+	}
 	// Every check passed: only now touch the live buffers, so a bad file
 	// leaves them as they were.
 	for _, n := range names {
 		tv, _ := st.Tensor(n)
 		copy(views[n].Data(), tv.Data())
 	}
-	s.Step, s.Epoch, s.StepInEpoch = pos[0], pos[1], pos[2]
+	s.Step, s.Epoch, s.StepInEpoch, s.Samples = pos[0], pos[1], pos[2], samples
 	s.Meta = meta
 	return nil
 }

@@ -167,7 +167,7 @@ func TestBucketAuto(t *testing.T) {
 	ta, tb := tensors(t, filepath.Join(a, "step-00000060.safetensors")), tensors(t, filepath.Join(b, "step-00000060.safetensors"))
 	sameTensors(t, "resumed with auto against --bucket-mb "+m[1], ta, tb, 0)
 	r = trainRun(t, 2, time.Minute, nil, "--bucket-mb", "lots", "--max-steps", "2")
-	if r.code == 0 || !strings.Contains(r.stderr, "--bucket-mb: want a size in MiB") {
+	if r.code == 0 || !strings.Contains(r.stderr, `--bucket-mb "lots": want a size in MiB`) {
 		t.Errorf("--bucket-mb lots: exit %d\n%s", r.code, r.stderr)
 	}
 }

@@ -21,7 +21,7 @@ func open(t *testing.T) *gpu.Ctx {
 	if _, err := gpu.Count(); err != nil {
 		t.Skipf("no GPU here (%v): GPU tests run on the GPU machine (scripts/gpu-check.sh)", err)
 	}
-	c, err := gpu.Open(0, "fp32")
+	c, err := gpu.Open(0, "fp32", gpu.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,15 +9,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"time"
 	"unsafe"
 )
 
-// The libraries train opens when --device cuda asks for them; each
-// TRAIN_LIB* variable overrides its name (tests, unusual installs).
+// The libraries train opens when --device cuda asks for them; Libraries
+// names others (tests, unusual installs).
 const (
 	Driver    = "libcuda.so.1"
 	LibNVRTC  = "libnvrtc.so.13"
@@ -31,11 +30,29 @@ var (
 	loadErr  error
 )
 
-// lib opens one library with loader, trying the environment's override,
-// then each name in turn; the error names every name tried.
-func lib(env string, loader func(*C.char, *C.char, C.int) C.int, names ...string) error {
-	if p := os.Getenv(env); p != "" {
-		names = []string{p}
+// Libraries name other builds of the CUDA libraries than the sonames
+// above (a path or a soname each; "" keeps the default). They are opened
+// once per process, so the first Open's choice holds.
+type Libraries struct {
+	CUDA, NVRTC, CUBLAS, CUDNN, NCCL string
+}
+
+// Options are how a Ctx computes, beside its precision.
+type Options struct {
+	// Deterministic picks cuDNN's algorithms by its heuristics, first
+	// deterministic one, instead of measuring the fastest: runs then
+	// repeat bit for bit (the fastest ones may add with atomics).
+	Deterministic bool
+	// Profile times each layer kind, synchronising around every layer.
+	Profile   bool
+	Libraries Libraries
+}
+
+// lib opens one library with loader: override if it is set, else each
+// name in turn; the error names every name tried.
+func lib(override string, loader func(*C.char, *C.char, C.int) C.int, names ...string) error {
+	if override != "" {
+		names = []string{override}
 	}
 	var msgs []string
 	for _, n := range names {
@@ -51,11 +68,12 @@ func lib(env string, loader func(*C.char, *C.char, C.int) C.int, names ...string
 	return errors.New(strings.Join(msgs, "; "))
 }
 
-// load opens the driver once per process and initialises it. Nothing
-// happens until a caller asks for a GPU: no init() side effects.
-func load() error {
+// load opens the driver (driver, or the default soname if "") once per
+// process and initialises it. Nothing happens until a caller asks for a
+// GPU: no init() side effects.
+func load(driver string) error {
 	loadOnce.Do(func() {
-		if err := lib("TRAIN_LIBCUDA", func(p, e *C.char, n C.int) C.int { return C.cu_load(p, e, n) }, Driver); err != nil {
+		if err := lib(driver, func(p, e *C.char, n C.int) C.int { return C.cu_load(p, e, n) }, Driver); err != nil {
 			loadErr = fmt.Errorf("no CUDA driver: %v (an NVIDIA GPU and its driver are needed for --device cuda)", err)
 			return
 		}
@@ -74,7 +92,7 @@ func check(call string, r C.int) error {
 
 // Count is the number of CUDA devices.
 func Count() (int, error) {
-	if err := load(); err != nil {
+	if err := load(""); err != nil {
 		return 0, err
 	}
 	var n C.int
@@ -111,7 +129,7 @@ func ForLocalRank(localRank int) (Device, error) {
 
 // Info describes device ordinal.
 func Info(ordinal int) (Device, error) {
-	if err := load(); err != nil {
+	if err := load(""); err != nil {
 		return Device{}, err
 	}
 	var name [256]C.char
@@ -147,7 +165,8 @@ type Ctx struct {
 	err       error // the first failure of a queued call; see Err
 	live      int64 // bytes of device memory this process holds through Alloc
 	peak      int64
-	// Deterministic (TRAIN_GPU_DETERMINISTIC=1) picks cuDNN's algorithms by
+	libs      Libraries
+	// Deterministic (Options.Deterministic) picks cuDNN's algorithms by
 	// its heuristics among the deterministic ones, so two runs compute the
 	// same bits; by default the fastest algorithms cuDNN measures are used,
 	// which may differ from run to run (and some add with atomics).
@@ -194,7 +213,7 @@ var (
 // Open makes the GPU of this node-local rank ready: the primary context,
 // a stream, cuBLAS, cuDNN and the kernels compiled by NVRTC for its
 // compute capability. Later calls return the same Ctx.
-func Open(localRank int, prec Precision) (*Ctx, error) {
+func Open(localRank int, prec Precision, opt Options) (*Ctx, error) {
 	openMu.Lock()
 	defer openMu.Unlock()
 	if openCtx != nil {
@@ -207,6 +226,9 @@ func Open(localRank int, prec Precision) (*Ctx, error) {
 	default:
 		return nil, fmt.Errorf("--precision %q: choose fp32, tf32 or bf16", prec)
 	}
+	if err := load(opt.Libraries.CUDA); err != nil {
+		return nil, err
+	}
 	dev, err := ForLocalRank(localRank)
 	if err != nil {
 		return nil, err
@@ -214,20 +236,20 @@ func Open(localRank int, prec Precision) (*Ctx, error) {
 	if err := check("cuDevicePrimaryCtxRetain", C.cu_ctx_open(C.int(dev.Ordinal))); err != nil {
 		return nil, err
 	}
-	c := &Ctx{Dev: dev, Precision: prec, fns: map[string]unsafe.Pointer{}, Deterministic: os.Getenv("TRAIN_GPU_DETERMINISTIC") == "1"}
-	if os.Getenv("TRAIN_GPU_PROFILE") == "1" {
+	c := &Ctx{Dev: dev, Precision: prec, fns: map[string]unsafe.Pointer{}, Deterministic: opt.Deterministic, libs: opt.Libraries}
+	if opt.Profile {
 		c.Profile = map[string]time.Duration{}
 	}
 	if err := check("cuStreamCreate", C.cu_stream_create(&c.stream)); err != nil {
 		return nil, err
 	}
-	if err := lib("TRAIN_LIBNVRTC", func(p, e *C.char, n C.int) C.int { return C.nvrtc_load(p, e, n) }, LibNVRTC, "libnvrtc.so.12", "libnvrtc.so"); err != nil {
+	if err := lib(opt.Libraries.NVRTC, func(p, e *C.char, n C.int) C.int { return C.nvrtc_load(p, e, n) }, LibNVRTC, "libnvrtc.so.12", "libnvrtc.so"); err != nil {
 		return nil, fmt.Errorf("NVRTC (CUDA's run-time compiler) is needed for --device cuda: %v", err)
 	}
-	if err := lib("TRAIN_LIBCUBLAS", func(p, e *C.char, n C.int) C.int { return C.cublas_load(p, e, n) }, LibCUBLAS, "libcublas.so.12", "libcublas.so"); err != nil {
+	if err := lib(opt.Libraries.CUBLAS, func(p, e *C.char, n C.int) C.int { return C.cublas_load(p, e, n) }, LibCUBLAS, "libcublas.so.12", "libcublas.so"); err != nil {
 		return nil, fmt.Errorf("cuBLAS is needed for --device cuda: %v", err)
 	}
-	if err := lib("TRAIN_LIBCUDNN", func(p, e *C.char, n C.int) C.int { return C.cudnn_load(p, e, n) }, LibCUDNN, "libcudnn.so.8", "libcudnn.so"); err != nil {
+	if err := lib(opt.Libraries.CUDNN, func(p, e *C.char, n C.int) C.int { return C.cudnn_load(p, e, n) }, LibCUDNN, "libcudnn.so.8", "libcudnn.so"); err != nil {
 		return nil, fmt.Errorf("cuDNN is needed for --device cuda: %v", err)
 	}
 	if r := C.cublas_create(&c.blas, c.stream); r != 0 {

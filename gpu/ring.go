@@ -5,7 +5,6 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"unsafe"
 )
 
@@ -48,11 +47,8 @@ type Ring struct {
 var RingSegment = 4 << 20
 
 // NewRing sets up the ring on comm. mode is "auto" (ipc when every rank is
-// on this node; TRAIN_GPU_RING overrides), "ipc" or "host".
+// on this node), "ipc" or "host" (--gpu-ring).
 func NewRing(c *Ctx, w Comm, mode string) (*Ring, error) {
-	if m := os.Getenv("TRAIN_GPU_RING"); m != "" && mode == "auto" {
-		mode = m
-	}
 	r := &Ring{c: c, w: w, left: map[C.dptr]C.dptr{}, seg: RingSegment}
 	if err := check("cuStreamCreate", C.cu_stream_create(&r.stream)); err != nil {
 		return nil, err
@@ -67,7 +63,7 @@ func NewRing(c *Ctx, w Comm, mode string) (*Ring, error) {
 		r.ipc = true
 	case "host":
 	default:
-		return nil, fmt.Errorf("TRAIN_GPU_RING=%q: choose auto, ipc or host", mode)
+		return nil, fmt.Errorf("--gpu-ring %q: choose auto, ipc or host", mode)
 	}
 	if !r.ipc && w.Size() > 1 {
 		if err := check("cuMemHostAlloc", C.cu_host_alloc(&r.pinned, C.size_t(2*r.seg))); err != nil {
@@ -269,7 +265,7 @@ type NCCL struct {
 // NewNCCL opens libnccl and joins every rank of w into one communicator.
 // NCCL refuses two ranks on one GPU; the error says so.
 func NewNCCL(c *Ctx, w Comm) (*NCCL, error) {
-	if err := lib("TRAIN_LIBNCCL", func(p, e *C.char, n C.int) C.int { return C.nccl_load(p, e, n) }, LibNCCL, "libnccl.so"); err != nil {
+	if err := lib(c.libs.NCCL, func(p, e *C.char, n C.int) C.int { return C.nccl_load(p, e, n) }, LibNCCL, "libnccl.so"); err != nil {
 		return nil, fmt.Errorf("--allreduce nccl needs NCCL: %v", err)
 	}
 	// NCCL refuses ranks that share a GPU, and its refusal has been seen

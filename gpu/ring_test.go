@@ -61,7 +61,7 @@ func gpuRank(t *testing.T, np int, timeout time.Duration) (*mpi.World, *gpu.Ctx)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Finalize() })
-	c, err := gpu.Open(w.LocalRank(), "fp32")
+	c, err := gpu.Open(w.LocalRank(), "fp32", gpu.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,16 @@ const (
 	BF16                    // bfloat16: float32's range, 7-bit mantissa
 )
 
+func (c Compression) String() string {
+	switch c {
+	case FP16:
+		return "fp16"
+	case BF16:
+		return "bf16"
+	}
+	return "none"
+}
+
 // ParseCompression reads --compress's value.
 func ParseCompression(s string) (Compression, error) {
 	switch s {

@@ -57,8 +57,8 @@ func TestClipGradNorm(t *testing.T) {
 
 func TestStepSchedule(t *testing.T) {
 	s := Schedule{Kind: "step", Base: 1, StepSize: 10, Gamma: 0.1, Warmup: 5}
-	for step, want := range map[int]float64{5: 1, 14: 1, 15: 0.1, 25: 0.01} {
-		if got := s.At(step); !near.Close(want, got, 0, 1e-12) {
+	for step, want := range map[int64]float64{5: 1, 14: 1, 15: 0.1, 25: 0.01} {
+		if got := s.At(step, 1); !near.Close(want, got, 0, 1e-12) {
 			t.Errorf("At(%d) = %v, want %v", step, got, want)
 		}
 	}

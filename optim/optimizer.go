@@ -111,19 +111,23 @@ func (a *Adam) State() map[string][]float32 {
 }
 
 // ClipGradNorm scales grads so their L2 norm is at most maxNorm, as
-// torch.nn.utils.clip_grad_norm_ does (coefficient maxNorm / (norm +
-// 1e-6), never above 1), and returns the norm before clipping. The sum of
-// squares is in float64.
+// torch.nn.utils.clip_grad_norm_ does, and returns the norm before
+// clipping. The sum of squares is in float64.
 func ClipGradNorm(grads []float32, maxNorm float64) float64 {
 	var s float64
 	for _, g := range grads {
 		s += float64(g) * float64(g)
 	}
 	norm := math.Sqrt(s)
-	if c := maxNorm / (norm + 1e-6); c < 1 {
+	if c := ClipScale(norm, maxNorm); c < 1 {
 		for i := range grads {
 			grads[i] *= float32(c)
 		}
 	}
 	return norm
 }
+
+// ClipScale is the factor clip_grad_norm_ scales gradients of L2 norm
+// norm by, maxNorm / (norm + 1e-6); at 1 or more they are left alone.
+// The GPU path computes the norm on the device and uses it too.
+func ClipScale(norm, maxNorm float64) float64 { return maxNorm / (norm + 1e-6) }

@@ -6,23 +6,28 @@ import (
 	"strings"
 )
 
-// Schedule gives the learning rate at each step: a linear warm-up from
-// Base/Warmup to Base over the first Warmup steps, then constant, step
+// Schedule gives the learning rate along training, by sample position: a
+// linear warm-up over the first Warmup steps, then constant, step
 // (multiplied by Gamma every StepSize steps, torch's StepLR) or a cosine
 // decay to zero at step Total (Loshchilov and Hutter 2017, SGDR, without
-// restarts).
+// restarts). Its lengths are planned steps of Batch samples each (the
+// global batch the run was planned with); positions are samples.
 //
-// The rate depends on the step number alone, so a resumed run continues
-// with exactly the rates an uninterrupted one would have used. Total is
-// the planned length of the run (its epochs), not where --max-steps stops
-// it.
+// The rate depends on the sample position alone, not on the step number:
+// a run resumed with another number of ranks or batch size (another
+// number of samples per step) continues on the curve the run it continues
+// was on, and a run resumed with the same ones takes exactly the rates an
+// uninterrupted one would have. Total is the planned length of the run
+// (its epochs), not where --max-steps stops it. With Batch 1 and one
+// sample per step, positions are step numbers.
 type Schedule struct {
 	Kind     string // "constant", "step" or "cosine"
 	Base     float64
-	Warmup   int
-	Total    int
+	Warmup   int     // steps
+	Total    int     // steps
 	StepSize int     // steps between decays of "step"
 	Gamma    float64 // factor of each decay of "step"
+	Batch    int64   // samples per step of these lengths (0 counts as 1)
 }
 
 // Schedules lists the kinds of Schedule.
@@ -45,18 +50,26 @@ func (s Schedule) Validate() error {
 	return nil
 }
 
-// At is the learning rate for step (0-based: the update that makes step+1).
-func (s Schedule) At(step int) float64 {
-	if step < s.Warmup {
-		return s.Base * float64(step+1) / float64(s.Warmup)
+// At is the rate of the step that covers samples [p, p+g) (p samples
+// were used before it, g is its global batch). In the warm-up that is
+// Base (p+g)/(Warmup Batch), reaching Base at the warm-up's last step;
+// after it, the decay at p. At Batch samples per step, (p+g)/Batch is the
+// step count exactly, so the arithmetic is a per-step schedule's, bit for
+// bit.
+func (s Schedule) At(p, g int64) float64 {
+	b := max(s.Batch, 1)
+	w := int64(s.Warmup) * b
+	if p < w {
+		return s.Base * (float64(p+g) / float64(b)) / float64(s.Warmup)
 	}
 	if s.Kind == "step" {
-		return s.Base * math.Pow(s.Gamma, float64((step-s.Warmup)/s.StepSize))
+		return s.Base * math.Pow(s.Gamma, float64((p-w)/(int64(s.StepSize)*b)))
 	}
-	if s.Kind != "cosine" || s.Total <= s.Warmup {
+	total := int64(s.Total) * b
+	if s.Kind != "cosine" || total <= w {
 		return s.Base
 	}
-	t := float64(step-s.Warmup) / float64(s.Total-s.Warmup)
+	t := float64(p-w) / float64(total-w)
 	if t > 1 {
 		t = 1
 	}

@@ -9,31 +9,46 @@ import (
 	"train/mpi"
 )
 
-// benchCounters is what one run under `train bench strategies` measures on
-// its rank: on a worker the timed window after the warm-up steps, on a
-// parameter server its whole service (every update moves the same bytes,
-// so the per-step figure does not depend on where the window starts).
-type benchCounters struct {
+// benchHook is what one run under `train bench strategies` measures on a
+// trainer: the window after the warm-up steps (its wall time, the
+// communication waits inside it, its steps and the mpi package's traffic
+// counters over it).
+type benchHook struct {
+	hookBase
 	warmup     int
-	started    bool // a worker that reached its timed window
-	server     bool
-	t0         time.Time
-	c0         mpi.Traffic
-	wall, wait time.Duration // the window, and the communication waits inside it
-	steps      int           // timed steps (worker) or updates served (server)
-	traffic    mpi.Traffic
+	started    bool
+	t0, last   time.Time
+	c0, c1     mpi.Traffic
+	wall, wait time.Duration
+	steps      int
 }
 
-func (b *benchCounters) begin() {
-	b.started, b.t0, b.c0, b.wait = true, time.Now(), mpi.Counted(), 0
-}
-
-// end closes the window after done steps of the run.
-func (b *benchCounters) end(done int) {
-	if !b.started {
-		return
+// newBenchHook counts the steps after warmup on a trainer (a server has
+// none).
+func newBenchHook(warmup int, trains bool) *benchHook {
+	h := &benchHook{warmup: warmup}
+	if warmup == 0 && trains {
+		h.begin()
 	}
-	b.wall, b.traffic, b.steps = time.Since(b.t0), mpi.Counted().Sub(b.c0), done-b.warmup
+	return h
+}
+
+func (h *benchHook) begin() {
+	h.started, h.t0, h.c0, h.wait = true, time.Now(), mpi.Counted(), 0
+}
+
+// Step opens the window after the warm-up's last step and closes it after
+// every later one (the loop's end is where it stays closed).
+func (h *benchHook) Step(e *StepEvent) error {
+	switch {
+	case e.Ran == h.warmup:
+		h.begin()
+	case h.started:
+		h.wait += e.Wait
+		h.last, h.c1, h.steps = time.Now(), mpi.Counted(), e.Ran-h.warmup
+		h.wall = h.last.Sub(h.t0)
+	}
+	return nil
 }
 
 // StrategyBench is `train bench strategies`: the same model, data and
@@ -55,22 +70,26 @@ type strategyRow struct {
 // local SGD, with cfg's settings for staleness and sync interval.
 func strategyRows(cfg Config, n, k int) []strategyRow {
 	rows := []strategyRow{
-		{"allreduce ring", func(c *Config) { c.Strategy, c.Allreduce = "allreduce", "ring" }},
-		{"allreduce mpi", func(c *Config) { c.Strategy, c.Allreduce = "allreduce", "mpi" }},
+		{"allreduce ring", func(c *Config) { c.Dist.Strategy, c.Dist.Allreduce = AllreduceStrategy, Ring }},
+		{"allreduce mpi", func(c *Config) { c.Dist.Strategy, c.Dist.Allreduce = AllreduceStrategy, MPIAllreduce }},
 	}
 	if n >= 2 {
-		rows = append(rows, strategyRow{"ps-sync 1 server", func(c *Config) { c.Strategy, c.Servers = "ps-sync", 1 }})
+		rows = append(rows, strategyRow{"ps-sync 1 server", func(c *Config) { c.Dist.Strategy, c.Dist.Servers = PSSync, 1 }})
 	}
 	if k > 1 && k < n {
-		rows = append(rows, strategyRow{fmt.Sprintf("ps-sync %d servers", k), func(c *Config) { c.Strategy, c.Servers = "ps-sync", k }})
+		rows = append(rows, strategyRow{fmt.Sprintf("ps-sync %d servers", k), func(c *Config) { c.Dist.Strategy, c.Dist.Servers = PSSync, k }})
 	}
 	if n >= 2 {
-		rows = append(rows, strategyRow{fmt.Sprintf("ps-async 1 server staleness %d", cfg.Staleness),
-			func(c *Config) { c.Strategy, c.Servers = "ps-async", 1 }})
+		rows = append(rows, strategyRow{fmt.Sprintf("ps-async 1 server staleness %d", cfg.Dist.Staleness),
+			func(c *Config) { c.Dist.Strategy, c.Dist.Servers = PSAsync, 1 }})
 	}
-	rows = append(rows, strategyRow{fmt.Sprintf("local-sgd sync every %d", cfg.SyncEvery), func(c *Config) { c.Strategy = "local-sgd" }})
+	rows = append(rows, strategyRow{fmt.Sprintf("local-sgd sync every %d", cfg.Dist.SyncEvery), func(c *Config) { c.Dist.Strategy = LocalSGD }})
 	return rows
 }
+
+// benchStripped are the strategy options bench strategies hands to the
+// rows that use them (a row never refuses the others').
+var benchStripped = []string{"allreduce", "servers", "staleness", "sync-every", "bucket-mb", "overlap"}
 
 // BenchStrategies runs the strategy benchmark on every rank of w; rank 0
 // prints one row per strategy: throughput (samples/s over all workers, the
@@ -85,13 +104,19 @@ func BenchStrategies(w *mpi.World, base Config, sb StrategyBench, out, errw io.W
 	if sb.Warmup < 0 || sb.Steps < 1 {
 		return agree(w, fmt.Errorf("--warmup %d --steps %d: need warmup >= 0 and steps >= 1", sb.Warmup, sb.Steps))
 	}
+	set := map[string]bool{}
+	for k, v := range base.Set {
+		set[k] = v
+	}
+	for _, k := range benchStripped {
+		delete(set, k)
+	}
+	base.Set = set
 	if err := agree(w, base.Validate()); err != nil {
 		return err
 	}
-	base.MaxSteps, base.Epochs = sb.Warmup+sb.Steps, 1<<20 // the schedule's lr stays at its start
-	base.CheckpointDir, base.Resume, base.LogFile, base.Plot, base.Timeline = "", false, "", "", ""
-	base.MetricsAddr, base.Pushgateway, base.StallWarn, base.StallTimeout = "", "", 0, 0
-	base.Progress, base.Fault = "never", ""
+	base = benchOptions(base)
+	base.Optim.MaxSteps, base.Optim.Epochs = sb.Warmup+sb.Steps, 1<<20 // the schedule's lr stays at its start
 	n := w.Size()
 	rows := strategyRows(base, n, sb.Servers)
 	var b strings.Builder
@@ -99,36 +124,22 @@ func BenchStrategies(w *mpi.World, base Config, sb StrategyBench, out, errw io.W
 		fmt.Fprintln(&b, "strategy,workers,servers,samples_per_s,ms_per_step,comm_wait_ms_per_step,sent_bytes_per_rank_step,recv_bytes_per_rank_step,busiest_rank_bytes_per_step,collective_bytes_per_rank_step")
 	} else {
 		fmt.Fprintf(&b, "# train bench strategies: %s, %d ranks, batch %d per worker, %d warm-up + %d timed steps, data %s\n",
-			base.modelName(), n, base.BatchSize, sb.Warmup, sb.Steps, base.DataDir)
+			base.ModelName(), n, base.Data.BatchSize, sb.Warmup, sb.Steps, base.Data.Dir)
 		fmt.Fprintf(&b, "# bytes per rank per step: point-to-point as sent and received (ring and servers); MPI collectives by buffer size (MPI picks their algorithm); max: the busiest rank's sent + received\n")
 		fmt.Fprintf(&b, "%-34s %7s %7s %10s %9s %10s %9s %9s %9s %9s\n", "strategy", "workers", "servers", "samples/s", "ms/step", "comm ms", "sent MB", "recv MB", "max MB", "coll MB")
 	}
 	for _, row := range rows {
 		cfg := base
 		row.set(&cfg)
-		r := &run{w: w, cfg: cfg, rep: quiet(), errw: errw, lastSaved: -1, bench: &benchCounters{warmup: sb.Warmup}}
-		if err := r.job(io.Discard); err != nil {
-			return err
-		}
-		const k = 8
-		v := make([]float64, k*n)
-		bc, o := r.bench, k*w.Rank()
-		if bc.started {
-			v[o] = 1
-		}
-		if bc.server {
-			v[o+1] = 1
-		}
-		v[o+2], v[o+3], v[o+4] = bc.wall.Seconds(), bc.wait.Seconds(), float64(bc.steps)
-		v[o+5], v[o+6], v[o+7] = float64(bc.traffic.Sent), float64(bc.traffic.Received), float64(bc.traffic.Collective)
-		if err := w.AllreduceFloat64(v, mpi.Sum); err != nil {
+		v, err := benchRow(w, cfg, sb, errw)
+		if err != nil {
 			return err
 		}
 		var workers, servers int
 		var wall, wait, sent, recv, coll, busiest float64
 		steps := float64(sb.Steps)
 		for q := range n {
-			x := v[k*q : k*(q+1)]
+			x := v[8*q : 8*(q+1)]
 			per := x[4]
 			if x[0] == 1 {
 				workers++
@@ -144,7 +155,7 @@ func BenchStrategies(w *mpi.World, base Config, sb StrategyBench, out, errw io.W
 		if workers == 0 || wall == 0 {
 			return fmt.Errorf("bench strategies: %s: no worker timed its steps", row.name)
 		}
-		sps := float64(workers*cfg.BatchSize) * steps / wall
+		sps := float64(workers*cfg.Data.BatchSize) * steps / wall
 		ms, waitMs := wall/steps*1e3, wait/float64(workers)/steps*1e3
 		mb := func(x float64) float64 { return x / float64(n) / 1e6 }
 		if sb.CSV {
@@ -155,4 +166,38 @@ func BenchStrategies(w *mpi.World, base Config, sb StrategyBench, out, errw io.W
 	}
 	fmt.Fprint(out, b.String())
 	return nil
+}
+
+// benchRow trains one row's strategy and returns, for every rank, 8
+// values: trained (1 or 0), served (1 or 0), window seconds, wait seconds,
+// steps (a server's: updates per worker), and the traffic sent, received
+// and in collectives over the window (a server's: over its service).
+func benchRow(w *mpi.World, cfg Config, sb StrategyBench, errw io.Writer) ([]float64, error) {
+	s, err := NewSession(w, cfg, Options{Err: errw, Bench: true})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	h := newBenchHook(sb.Warmup, !s.serving)
+	s.hooks = append(s.hooks, h)
+	c0 := mpi.Counted()
+	if err := s.Run(); err != nil {
+		return nil, err
+	}
+	served := mpi.Counted().Sub(c0)
+	n := w.Size()
+	v := make([]float64, 8*n)
+	o := 8 * w.Rank()
+	traffic := h.c1.Sub(h.c0)
+	if h.started {
+		v[o], v[o+2], v[o+3], v[o+4] = 1, h.wall.Seconds(), h.wait.Seconds(), float64(h.steps)
+	}
+	if p, ok := s.strategy.(*paramServers); ok && s.serving {
+		v[o+1], v[o+4], traffic = 1, float64(p.stats.Updates), served
+		if p.async {
+			v[o+4] /= float64(p.workers) // updates per worker, on average
+		}
+	}
+	v[o+5], v[o+6], v[o+7] = float64(traffic.Sent), float64(traffic.Received), float64(traffic.Collective)
+	return v, w.AllreduceFloat64(v, mpi.Sum)
 }

@@ -7,29 +7,34 @@ import (
 	"strings"
 )
 
-// coresPerRank is the BLAS thread count when --threads does not say.
-// When the launcher bound this rank to fewer CPUs than the machine has
-// (mpirun's default --bind-to core for np <= 2), it is those CPUs; when it
-// did not, the machine's CPUs shared among the ranks of this node, so
-// ranks never oversubscribe the cores between them.
+// coresPerRank is the BLAS thread count when --threads does not say, from
+// this process's CPU affinity and the machine's online CPUs.
 func coresPerRank(localSize int) int {
-	avail := runtime.NumCPU() // the affinity mask, read at start-up
-	total := onlineCPUs()
-	if total == 0 || avail < total {
-		return max(avail, 1)
-	}
-	return max(1, total/max(localSize, 1))
+	b, _ := os.ReadFile("/sys/devices/system/cpu/online")
+	return perRank(runtime.NumCPU(), parseCPUList(string(b)), localSize)
 }
 
-// onlineCPUs counts /sys/devices/system/cpu/online ("0-3,6"); 0 if it
+// perRank is the rule: when the launcher bound this rank to fewer CPUs
+// than the machine has online (mpirun's default --bind-to core for
+// np <= 2), the CPUs it may use (avail); when it did not, the online CPUs
+// shared among the node's localSize ranks, so ranks never oversubscribe
+// the cores between them. online 0 (unknown) counts as unbound to avail.
+func perRank(avail, online, localSize int) int {
+	if online == 0 || avail < online {
+		return max(avail, 1)
+	}
+	return max(1, online/max(localSize, 1))
+}
+
+// parseCPUList counts the CPUs of a kernel CPU list ("0-3,6"); 0 if it
 // cannot be read.
-func onlineCPUs() int {
-	b, err := os.ReadFile("/sys/devices/system/cpu/online")
-	if err != nil {
+func parseCPUList(s string) int {
+	s = strings.TrimSpace(s)
+	if s == "" {
 		return 0
 	}
 	n := 0
-	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+	for _, part := range strings.Split(s, ",") {
 		lo, hi, found := strings.Cut(part, "-")
 		a, err1 := strconv.Atoi(lo)
 		z := a
@@ -37,7 +42,7 @@ func onlineCPUs() int {
 		if found {
 			z, err2 = strconv.Atoi(hi)
 		}
-		if err1 != nil || err2 != nil || z < a {
+		if err1 != nil || err2 != nil || z < a || a < 0 {
 			return 0
 		}
 		n += z - a + 1

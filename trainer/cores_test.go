@@ -1,24 +1,28 @@
 package trainer
 
-import (
-	"runtime"
-	"testing"
-)
+import "testing"
 
-func TestCoresPerRank(t *testing.T) {
-	total := onlineCPUs()
-	if total < 1 {
-		t.Fatalf("onlineCPUs = %d", total)
-	}
-	avail := runtime.NumCPU()
-	for _, local := range []int{1, 2, 3, 64} {
-		got := coresPerRank(local)
-		want := max(1, total/local)
-		if avail < total {
-			want = avail // bound by the launcher
+func TestPerRank(t *testing.T) {
+	for _, tc := range []struct{ avail, online, local, want int }{
+		{16, 16, 4, 4},  // unbound: the node's cores shared
+		{16, 16, 1, 16}, // one rank: all of them
+		{16, 16, 3, 5},  // rounded down
+		{2, 2, 3, 1},    // more ranks than cores: one each
+		{1, 2, 2, 1},    // bound to one core (mpirun's default at np <= 2)
+		{8, 16, 1, 8},   // bound to half the machine
+		{4, 0, 2, 4},    // online CPUs unknown: the affinity
+		{0, 0, 1, 1},    // never zero threads
+	} {
+		if got := perRank(tc.avail, tc.online, tc.local); got != tc.want {
+			t.Errorf("perRank(avail %d, online %d, local %d) = %d, want %d", tc.avail, tc.online, tc.local, got, tc.want)
 		}
-		if got != want {
-			t.Errorf("coresPerRank(%d) = %d, want %d (%d online, %d available)", local, got, want, total, avail)
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	for s, want := range map[string]int{"0-3,6": 5, "0": 1, "0-1\n": 2, "0-15,32-47": 32, "": 0, "3-1": 0, "x": 0, "0-": 0} {
+		if got := parseCPUList(s); got != want {
+			t.Errorf("parseCPUList(%q) = %d, want %d", s, got, want)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"train/model"
-	"train/mpi"
 )
 
 // bucket is a contiguous range [lo, hi) of the flat gradient buffer,
@@ -35,27 +34,21 @@ func makeBuckets(p *model.Params, capBytes int) []bucket {
 
 // gradSync averages the gradient buffer across ranks bucket by bucket.
 //
-// With overlap, a communication goroutine (the only one calling the
-// allreduce during a step) reduces each bucket as soon as backward reports
-// it final (model.Model.OnGradReady), while backward computes the layers
-// below; finish waits for the rest. Without overlap, finish reduces every
-// bucket after backward, in the training goroutine. Either way each bucket
-// is a slice of the one gradient buffer: nothing is copied.
+// With overlap, a communication goroutine (the only one reducing during a
+// step) reduces each bucket as soon as backward reports it final (the
+// executor's ready hook), while backward computes the layers below; finish
+// waits for the rest. Without overlap, finish reduces every bucket after
+// backward, in the training goroutine. Either way each bucket is a slice
+// of the one gradient buffer (host or device): nothing is copied.
 type gradSync struct {
-	reduce  func([]float32, mpi.Op) error
-	grad    []float32
+	red     bucketReducer
 	buckets []bucket
 	overlap bool
 
 	// observe, when set, hears of every bucket reduced: when, for how long,
 	// and whether on the communication goroutine (metrics, timeline).
 	observe func(b bucket, start time.Time, d time.Duration, overlapped bool)
-	// The GPU path's hooks: hand runs in the training goroutine as a
-	// bucket is handed over (it marks the bucket's place in the GPU's
-	// queue), reduceRange replaces reduce (the gradient is on the device).
-	hand        func(b bucket)
-	reduceRange func(lo, hi int) error
-	closed      bool
+	closed  bool
 
 	next    int // first bucket not yet handed to the communication goroutine
 	work    chan bucket
@@ -63,14 +56,18 @@ type gradSync struct {
 	waiting time.Duration // time finish spent blocked, since the last take
 }
 
-func newGradSync(reduce func([]float32, mpi.Op) error, grad []float32, buckets []bucket, overlap bool) *gradSync {
-	g := &gradSync{reduce: reduce, grad: grad, buckets: buckets, overlap: overlap}
+// newGradSync reduces buckets with red, during backward with overlap.
+func newGradSync(red bucketReducer, buckets []bucket, overlap bool) (*gradSync, error) {
+	if err := red.use(buckets); err != nil {
+		return nil, err
+	}
+	g := &gradSync{red: red, buckets: buckets, overlap: overlap}
 	if overlap {
 		g.work = make(chan bucket, len(buckets))
 		g.done = make(chan error, len(buckets))
 		go g.communicate()
 	}
-	return g
+	return g, nil
 }
 
 // communicate is the communication goroutine. It keeps one OS thread, so
@@ -90,11 +87,7 @@ func (g *gradSync) reduceBucket(b bucket) (err error) {
 		}
 	}()
 	start := time.Now()
-	if g.reduceRange != nil {
-		err = g.reduceRange(b.lo, b.hi)
-	} else {
-		err = g.reduce(g.grad[b.lo:b.hi], mpi.Mean)
-	}
+	err = g.red.reduce(b)
 	if g.observe != nil {
 		g.observe(b, start, time.Since(start), g.overlap)
 	}
@@ -111,9 +104,7 @@ func (g *gradSync) ready(lo int) {
 		return
 	}
 	for g.next < len(g.buckets) && g.buckets[g.next].lo >= lo {
-		if g.hand != nil {
-			g.hand(g.buckets[g.next])
-		}
+		g.red.mark(g.buckets[g.next])
 		g.work <- g.buckets[g.next]
 		g.next++
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"train/model"
-	"train/mpi"
 )
 
 func TestMakeBuckets(t *testing.T) {
@@ -34,50 +33,70 @@ func TestMakeBuckets(t *testing.T) {
 	}
 }
 
+// fakeReducer records the buckets it reduces, and fails or panics when
+// told to.
+type fakeReducer struct {
+	reduced []int // bucket lengths, in order
+	marked  []int
+	started chan int
+	fail    func(b bucket) error
+}
+
+func (f *fakeReducer) use([]bucket) error { return nil }
+func (f *fakeReducer) mark(b bucket)      { f.marked = append(f.marked, b.hi-b.lo) }
+func (f *fakeReducer) whole() bool        { return false }
+func (f *fakeReducer) describe() string   { return "fake" }
+func (f *fakeReducer) close()             {}
+func (f *fakeReducer) reduce(b bucket) error {
+	if f.fail != nil {
+		return f.fail(b)
+	}
+	f.reduced = append(f.reduced, b.hi-b.lo)
+	f.started <- b.hi - b.lo
+	return nil
+}
+
 // TestGradSyncOverlap drives gradSync in one process with a fake reducer:
 // buckets go to the communication goroutine as soon as backward reports
-// them final, in backward order; without overlap they go after backward.
-// (The real allreduces under mpirun are in the end-to-end tests.)
+// them final, in backward order, each marked as it is handed over;
+// without overlap they go after backward. (The real allreduces under
+// mpirun are in the end-to-end tests.)
 func TestGradSyncOverlap(t *testing.T) {
-	grad := make([]float32, 420)
 	bs := []bucket{{410, 420}, {110, 410}, {0, 110}}
 	for _, overlap := range []bool{true, false} {
-		var order []int
-		started := make(chan int, 3)
-		reduce := func(b []float32, op mpi.Op) error {
-			if op != mpi.Mean {
-				t.Errorf("op %v, want Mean", op)
-			}
-			order = append(order, len(b))
-			started <- len(b)
-			return nil
+		f := &fakeReducer{started: make(chan int, 3)}
+		g, err := newGradSync(f, bs, overlap)
+		if err != nil {
+			t.Fatal(err)
 		}
-		g := newGradSync(reduce, grad, bs, overlap)
 		g.begin()
 		g.ready(415) // not yet a whole bucket
 		g.ready(410) // bucket {410,420} final
 		if overlap {
-			if n := <-started; n != 10 {
+			if n := <-f.started; n != 10 {
 				t.Errorf("first bucket reduced has %d floats, want 10", n)
 			}
-		} else if len(started) != 0 {
+		} else if len(f.started) != 0 {
 			t.Error("reduced during backward without overlap")
 		}
 		g.ready(0)
 		if err := g.finish(); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(order, []int{10, 300, 110}) {
-			t.Errorf("overlap=%v: reduced %v", overlap, order)
+		if !slices.Equal(f.reduced, []int{10, 300, 110}) {
+			t.Errorf("overlap=%v: reduced %v", overlap, f.reduced)
+		}
+		if want := map[bool][]int{true: {10, 300, 110}, false: nil}[overlap]; !slices.Equal(f.marked, want) {
+			t.Errorf("overlap=%v: marked %v, want %v", overlap, f.marked, want)
 		}
 		g.close()
 	}
 	// A failing or panicking reducer is an error from finish.
-	for _, bad := range []func([]float32, mpi.Op) error{
-		func([]float32, mpi.Op) error { return errors.New("link down") },
-		func([]float32, mpi.Op) error { panic("oops") },
+	for _, bad := range []func(bucket) error{
+		func(bucket) error { return errors.New("link down") },
+		func(bucket) error { panic("oops") },
 	} {
-		g := newGradSync(bad, grad, bs, true)
+		g, _ := newGradSync(&fakeReducer{fail: bad}, bs, true)
 		g.begin()
 		if err := g.finish(); err == nil {
 			t.Error("failure not reported")

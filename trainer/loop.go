@@ -1,361 +1,263 @@
 package trainer
 
+// The training loop, as llm.c's main reads: for each step, a batch, the
+// executor's forward, backward and update with the strategy's
+// communication around them, the hooks, and the log line, the stop check
+// and the checkpoint when they are due. Everything else is a unit the loop
+// calls: Executor (executor.go), Strategy (strategy.go), Hook (hook.go).
+
 import (
-	"encoding/json"
 	"fmt"
-	"maps"
-	"math"
-	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
-	"train/checkpoint"
 	"train/data"
-	"train/model"
 	"train/mpi"
-	"train/optim"
-	"train/runlog"
 )
+
+// Run trains from the current position to --epochs or --max-steps (or a
+// stop signal), then makes the replicas agree and checks that they do. A
+// parameter server's rank serves instead.
+func (s *Session) Run() error {
+	if s.serving {
+		return s.strategy.Serve()
+	}
+	if err := s.train(); err != nil {
+		return err
+	}
+	return s.strategy.Finish()
+}
 
 // stats are sums over samples, allreduced before they are printed.
 type stats struct{ loss, correct, count float64 }
 
-func (s *stats) add(loss float64, correct, n int) {
-	s.loss += loss * float64(n)
-	s.correct += float64(correct)
-	s.count += float64(n)
+func (a *stats) add(loss float64, correct, n int) {
+	a.loss += loss * float64(n)
+	a.correct += float64(correct)
+	a.count += float64(n)
 }
 
-// loop trains from the current state to --epochs or --max-steps.
-func (r *run) loop() error {
-	c := &r.cfg
-	s := &r.state
-	p := r.model.Params
-	b := c.BatchSize
-	spe := r.sampler.StepsPerEpoch()
-	x := make([]float32, b*r.train.SampleSize())
-	y := make([]int32, b)
-	var pre *prefetch
-	if r.gpu != nil {
-		pre = r.newPrefetch(b)
-		defer pre.wait()
-	}
-	global := float64(b * r.w.Size())
-	_, flopsPerSample := r.model.FLOPs()
+// window is what the loop counts between log lines, and over the run.
+type window struct {
+	stats
+	steps          int
+	start          time.Time
+	ran            int           // steps this process has run
+	stepTime, wait time.Duration // in training steps alone (no evaluation, logging or checkpoints)
+}
 
-	var window, epochStats stats
-	windowStart, epochStart := time.Now(), time.Now()
-	windowSteps := 0
-	// Time in training steps alone (no evaluation, logging or
-	// checkpoints), for the closing throughput figure.
-	var stepTime, waitTime time.Duration
-	firstStep := s.Step
-	done := func() bool { return c.MaxSteps > 0 && s.Step >= c.MaxSteps }
-	var lr float64
-	total := c.Epochs * spe // planned steps, for the progress bar
-	if c.MaxSteps > 0 {
-		total = min(total, c.MaxSteps)
+func (s *Session) train() error {
+	c, st := &s.Cfg, &s.State
+	b := c.Data.BatchSize
+	global := b * s.W.Size()
+	spe := s.Sampler.StepsPerEpoch()
+	total := c.Optim.Epochs * spe // planned steps, for the progress bar
+	if c.Optim.MaxSteps > 0 {
+		total = min(total, c.Optim.MaxSteps)
 	}
-	var st stepTimes
-	lastLoss, lastSps := 0.0, 0.0
-	if r.gpu != nil {
-		if err := r.gpu.toDevice(); err != nil {
-			return err
-		}
+	batches := s.newBatches()
+	defer batches.wait()
+	if err := s.exec.ToDevice(); err != nil {
+		return err
 	}
-
-	for s.Epoch < c.Epochs && !done() {
-		idx := r.sampler.Epoch(s.Epoch)
-		for s.StepInEpoch < spe && !done() && r.stopBy == "" {
-			r.prog.at(s.Step)
-			if r.bench != nil && s.Step-firstStep == r.bench.warmup {
-				r.bench.begin()
-			}
-			if err := r.fault.fire(r.w.Rank(), s.Step); err != nil {
+	win := window{start: time.Now()}
+	var epoch stats
+	epochStart := time.Now()
+	for st.Epoch < c.Optim.Epochs && !s.done() {
+		order := s.Sampler.Epoch(st.Epoch)
+		for st.StepInEpoch < spe && !s.done() && s.stopBy == "" {
+			s.prog.at(st.Step)
+			if err := s.fault.fire(s.W.Rank(), st.Step); err != nil {
 				return err
 			}
-			st.start = time.Now()
-			if r.gpu != nil {
-				// The CPU builds the next batch while the GPU runs this step.
-				x, y = pre.get(s.Epoch, s.StepInEpoch, idx)
-				if s.StepInEpoch+1 < spe {
-					pre.start(s.Epoch, s.StepInEpoch+1, idx)
-				}
-			} else {
-				r.train.BatchAugmented(x, y, idx[s.StepInEpoch*b:(s.StepInEpoch+1)*b], r.augment, s.Epoch)
-			}
-			st.data = time.Since(st.start)
-			lr = r.sched.At(s.Step)
-			loss, correct, err := r.step(x, y, lr, &st)
+			// 1. The batch.
+			var t stepTimes
+			t.start = time.Now()
+			x, y := batches.get(st.Epoch, st.StepInEpoch, order)
+			t.data = time.Since(t.start)
+			// 2, 3. Forward, backward and update, with the strategy's
+			// communication around them.
+			lr := s.Sched.At(st.Samples, int64(global))
+			loss, correct, err := s.step(x, y, lr, &t)
 			if err != nil {
 				return err
 			}
-			took := time.Since(st.start)
-			stepTime += took
-			if r.bench != nil {
-				r.bench.wait += st.wait
+			took := time.Since(t.start)
+			st.Step, st.StepInEpoch, st.Samples = st.Step+1, st.StepInEpoch+1, st.Samples+int64(global)
+			s.stale = true
+			waited, err := s.strategy.AfterStep(st.Step)
+			if err != nil {
+				return err
 			}
-			if r.tune != nil {
-				if _, err := r.stepped(took); err != nil {
+			win.add(loss, correct, b)
+			epoch.add(loss, correct, b)
+			win.steps, win.ran, win.stepTime = win.steps+1, win.ran+1, win.stepTime+took
+			// 4. The hooks.
+			ev := StepEvent{Step: st.Step, Epoch: st.Epoch + 1, Times: &t, Took: took, Wait: t.wait + waited, Samples: global,
+				LR: lr, Loss: loss, Ran: win.ran, StepTime: win.stepTime, Total: total}
+			for _, h := range s.hooks {
+				if err := h.Step(&ev); err != nil {
 					return err
 				}
 			}
-			r.met.observeStep(&st, b, lr)
-			r.traceStep(&st, s.Step, took)
-			s.Step++
-			s.StepInEpoch++
-			if c.Strategy == "local-sgd" {
-				r.diverged = true
-				if s.Step%c.SyncEvery == 0 {
-					t := time.Now()
-					if err := r.average(); err != nil {
-						return err
-					}
-					if r.bench != nil {
-						r.bench.wait += time.Since(t)
-					}
-				}
-			}
-			window.add(loss, correct, b)
-			epochStats.add(loss, correct, b)
-			windowSteps++
-
-			if s.Step%c.LogEvery == 0 {
-				sum := []float64{window.loss, window.correct, window.count}
-				r.prog.enter(opLog)
-				err := r.w.AllreduceFloat64(sum, mpi.Sum)
-				r.prog.leave()
-				if err != nil {
-					return err
-				}
-				el := time.Since(windowStart).Seconds()
-				wait := r.sync.takeWaiting()
-				waitTime += wait
-				lastLoss, lastSps = sum[0]/sum[2], float64(windowSteps)*global/el
-				waitMs := wait.Seconds() * 1e3 / float64(windowSteps)
-				r.rep.say("epoch %d/%d step %d (%d/%d) loss %.4f acc %.2f%% lr %.4g %.0f samples/s, gradient wait %.2f ms/step\n",
-					s.Epoch+1, c.Epochs, s.Step, s.StepInEpoch, spe, lastLoss, 100*sum[1]/sum[2], lr, lastSps, waitMs)
-				r.rep.record(runlog.Record{Type: "step", Epoch: s.Epoch + 1, Step: s.Step, Loss: runlog.F(lastLoss),
-					Accuracy: runlog.F(sum[1] / sum[2]), LR: runlog.F(lr), SamplesPerSecond: runlog.F(lastSps), GradientWaitMs: runlog.F(waitMs)})
-				if r.met != nil {
-					r.met.loss.WithLabelValues("train").Set(lastLoss)
-					r.met.accuracy.WithLabelValues("train").Set(sum[1] / sum[2])
-				}
-				window, windowSteps, windowStart = stats{}, 0, time.Now()
-			}
-			if r.rep.tty {
-				sps := float64(s.Step-firstStep) * global / stepTime.Seconds()
-				if lastLoss == 0 {
-					lastLoss = loss
-				}
-				r.rep.progress(s.Step, total, s.Epoch+1, c.Epochs, lastLoss, sps,
-					time.Duration(float64(total-s.Step)*global/sps*float64(time.Second)))
-			}
-			if c.PushgatewayEvery > 0 && s.Step%c.PushgatewayEvery == 0 {
-				r.pushMetrics()
-			}
-			// Asynchronous workers meet only at log steps; elsewhere they
-			// run at their own pace.
-			if c.Strategy != "ps-async" || s.Step%c.LogEvery == 0 {
-				if err := r.checkStop(); err != nil {
+			// 5. The log line, the stop check and the checkpoint, when due.
+			if st.Step%c.Observe.LogEvery == 0 {
+				if err := s.log(&win, lr, global, spe); err != nil {
 					return err
 				}
 			}
-			if c.CheckpointDir != "" && c.CheckpointEvery > 0 && s.Step%c.CheckpointEvery == 0 {
-				if err := r.checkpoint(); err != nil {
+			if s.strategy.StopCheck(st.Step) {
+				if err := s.checkStop(); err != nil {
+					return err
+				}
+			}
+			if c.Checkpoint.Dir != "" && c.Checkpoint.Every > 0 && st.Step%c.Checkpoint.Every == 0 {
+				if err := s.checkpoint(); err != nil {
 					return err
 				}
 			}
 		}
-		if s.StepInEpoch < spe {
+		if st.StepInEpoch < spe {
 			break // stopped by --max-steps or a signal inside the epoch
 		}
-		if r.bench == nil {
-			if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
+		if s.evaluate {
+			if err := s.endEpoch(&epoch, time.Since(epochStart)); err != nil {
 				return err
 			}
 		}
-		s.Epoch++
-		s.StepInEpoch = 0
-		epochStats, epochStart = stats{}, time.Now()
+		st.Epoch, st.StepInEpoch = st.Epoch+1, 0
+		epoch, epochStart = stats{}, time.Now()
 	}
-	if r.bench != nil {
-		r.bench.end(s.Step - firstStep)
-	}
-	if s.StepInEpoch > 0 && r.stopBy == "" && r.bench == nil { // a stopped job has no time for an evaluation
-		if err := r.endEpoch(&epochStats, time.Since(epochStart)); err != nil {
+	if st.StepInEpoch > 0 && s.stopBy == "" && s.evaluate { // a stopped job has no time for an evaluation
+		if err := s.endEpoch(&epoch, time.Since(epochStart)); err != nil {
 			return err
 		}
 	}
-	if c.CheckpointDir != "" && r.lastSaved != s.Step {
-		if err := r.checkpoint(); err != nil {
-			return err
-		}
-	}
-	if err := r.syncBuffers(); err != nil {
-		return err
-	}
-	r.prog.enter(opReplicaCheck)
-	sum, err := verifyReplicas(r.w, p.Data, p.Buffers)
-	r.prog.leave()
-	if err != nil {
-		return err
-	}
-	if n := s.Step - firstStep; n > 0 {
-		waitTime += r.sync.takeWaiting()
-		sps := float64(n) * global / stepTime.Seconds()
-		r.rep.record(runlog.Record{Type: "done", Step: s.Step, SamplesPerSecond: runlog.F(sps)})
-		r.rep.say("throughput: %d steps x %d samples in %.2f s of training steps: %.0f samples/s, %.1f GFLOP/s per rank; %.2f ms per step, %.2f ms of it waiting for gradients (rank 0)\n",
-			n, int(global), stepTime.Seconds(), sps, sps*float64(flopsPerSample)/float64(r.w.Size())/1e9,
-			stepTime.Seconds()*1e3/float64(n), waitTime.Seconds()*1e3/float64(n))
-	}
-	if r.stopBy != "" {
-		saved := "no --checkpoint-dir: nothing saved"
-		if c.CheckpointDir != "" {
-			saved = fmt.Sprintf("checkpoint written to %s; continue with --resume", c.CheckpointDir)
-		}
-		r.rep.say("stopped by %s at step %d: %s\n", r.stopBy, s.Step, saved)
-	}
-	r.rep.say("done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", s.Step, r.w.Size(), sum)
-	r.pushMetrics()
-	if c.Plot != "" && r.w.Rank() == 0 {
-		recs := r.rep.records
-		if c.Resume && c.LogFile != "" {
-			// The log holds the runs before this one too: plot them all.
-			if all, err := runlog.ReadFile(c.LogFile); err == nil {
-				recs = all
-			}
-		}
-		if err := runlog.Plot(recs, c.Plot, 1200, 900); err != nil {
-			fmt.Fprintf(r.errw, "train: rank 0: --plot %s: %v\n", c.Plot, err)
-		} else {
-			r.rep.say("plot: %s\n", c.Plot)
-		}
-	}
-	return nil
+	return s.finish(&win, global)
 }
 
-// traceStep writes one step's spans to the timeline: the step, and its
-// phases nested in it, one after the other.
-func (r *run) traceStep(st *stepTimes, step int, took time.Duration) {
-	if r.tl == nil {
-		return
-	}
-	r.tl.span("step", tidTraining, st.start, took, map[string]any{"step": step})
-	t := st.start
-	for _, p := range []struct {
-		name string
-		d    time.Duration
-	}{{phaseData, st.data}, {phaseForward, st.forward}, {phaseBackward, st.backward}, {phaseWait, st.wait}, {phaseOptimizer, st.optimize}} {
-		r.tl.span(p.name, tidTraining, t, p.d, nil)
-		t = t.Add(p.d)
-	}
+// done reports whether --max-steps is reached.
+func (s *Session) done() bool {
+	return s.Cfg.Optim.MaxSteps > 0 && s.State.Step >= s.Cfg.Optim.MaxSteps
 }
 
-// step trains on one batch (x, y) at learning rate lr: forward, loss,
-// backward with the gradient allreduce overlapped, clipping, update,
-// timing each part into st (st.start and st.data are the caller's). It
-// returns this rank's mean loss and correct count.
-func (r *run) step(x []float32, y []int32, lr float64, st *stepTimes) (float64, int, error) {
-	p := r.model.Params
-	b := len(y)
-	// Each phase ends where the next begins, so the phases tile the step
-	// on the timeline: one clock reading per boundary.
-	t := st.start.Add(st.data)
-	lap := func() time.Duration {
-		now := time.Now()
-		d := now.Sub(t)
-		t = now
-		return d
+// step trains on one batch (x, y) at learning rate lr: forward and the
+// loss; backward, the strategy starting to reduce each bucket of
+// gradients as it becomes final; the rest of the communication; the
+// update (unless parameter servers did it). Each part is timed into t
+// (t.start and t.data are the caller's). It returns this rank's mean loss
+// and correct count.
+func (s *Session) step(x []float32, y []int32, lr float64, t *stepTimes) (float64, int, error) {
+	e, strat, step := s.exec, s.strategy, s.State.Step
+	lap := t.laps()
+	if strat.BeginStep(step) {
+		e.ZeroGrad()
 	}
-	if r.gpu != nil {
-		loss, correct, finite, err := r.gpuStep(x, y, lr, st, lap)
-		if err != nil {
-			return 0, 0, err
-		}
-		st.optimize = lap()
-		if !finite {
-			return 0, 0, r.notFinite(loss)
-		}
-		return loss, correct, nil
+	if err := e.Forward(x, y); err != nil {
+		return 0, 0, err
 	}
-	if !r.psHeld {
-		clear(p.Grad) // else ps-async sums the gradients of the steps until its next push
+	if s.fault.is("nan", s.W.Rank(), step) {
+		e.InjectNaN()
 	}
-	r.sync.begin()
-	logits := r.model.Forward(x, b)
-	loss, correct := model.SoftmaxCrossEntropy(r.model.LossGrad(b), logits, y, b, r.model.Classes())
-	if r.fault.is("nan", r.w.Rank(), r.state.Step) {
-		r.model.LossGrad(b)[0] = float32(math.NaN())
+	t.forward = lap()
+	if err := e.Backward(strat.GradReady); err != nil {
+		return 0, 0, err
 	}
-	st.forward = lap()
-	r.model.Backward(b) // starts the allreduce of finished buckets
-	st.backward = lap()
-	r.prog.enter(opGradients)
-	err := r.sync.finish()
-	r.prog.leave()
+	t.backward = lap()
+	s.prog.enter(opGradients)
+	updated, err := strat.Communicate(lr, step+1)
+	if err == nil {
+		err = e.Settle()
+	}
+	s.prog.leave()
+	if err == nil {
+		err = s.bn.failure()
+	}
 	if err != nil {
 		return 0, 0, err
 	}
-	st.wait = lap()
-	if r.bnErr != nil {
-		return 0, 0, r.bnErr
-	}
-	if r.cfg.ClipGradNorm > 0 {
-		optim.ClipGradNorm(p.Grad, r.cfg.ClipGradNorm)
-	}
-	var finite bool
-	if r.ps != nil {
-		t := r.state.Step + 1
-		push := t%r.cfg.PSPushEvery == 0
-		pull := t%r.cfg.PSFetchEvery == 0
-		r.psHeld, r.psLR = !push, lr
-		r.prog.enter(opGradients)
-		err := r.ps.exchange(p.Data, p.Grad, lr, t, push, pull)
-		r.prog.leave()
-		if err != nil {
+	t.wait = lap()
+	finite := true
+	if !updated {
+		if finite, err = e.Update(lr, step+1, s.Cfg.Optim.ClipGradNorm); err != nil {
 			return 0, 0, err
 		}
-		finite, st.wait = true, st.wait+lap() // the servers check their updates
-	} else {
-		finite = r.opt.Step(p.Data, p.Grad, float32(lr), r.state.Step+1)
 	}
-	st.optimize = lap()
+	t.optimize = lap()
+	loss, correct, err := e.Result()
+	if err != nil {
+		return 0, 0, err
+	}
 	if !finite {
-		return 0, 0, r.notFinite(loss)
+		return 0, 0, s.notFinite(loss)
 	}
 	return loss, correct, nil
+}
+
+// laps returns a function that ends a phase of the step and starts the
+// next: phases end where the next begins, so they tile the step on the
+// timeline (one clock reading per boundary).
+func (t *stepTimes) laps() func() time.Duration {
+	at := t.start.Add(t.data)
+	return func() time.Duration {
+		now := time.Now()
+		d := now.Sub(at)
+		at = now
+		return d
+	}
 }
 
 // notFinite is the error of a step whose gradients were not finite.
 // Every rank applied the same averaged gradient, so every rank sees this
 // at the same step: an agreed stop, and no checkpoint of the spoilt
 // parameters.
-func (r *run) notFinite(loss float64) error {
+func (s *Session) notFinite(loss float64) error {
 	kept := "no checkpoint was written"
-	if r.lastSaved >= 0 {
-		kept = fmt.Sprintf("the last checkpoint, step %d, is kept", r.lastSaved)
+	if s.lastSaved >= 0 {
+		kept = fmt.Sprintf("the last checkpoint, step %d, is kept", s.lastSaved)
 	}
-	return &JobError{Rank: 0, Own: r.w.Rank() == 0, Err: fmt.Errorf(
+	return &JobError{Rank: 0, Own: s.W.Rank() == 0, Err: fmt.Errorf(
 		"step %d: the gradients are not finite (NaN or Inf; loss %.4g on rank 0): training stopped, %s; lower --lr or set --clip-grad-norm",
-		r.state.Step, loss, kept)}
+		s.State.Step, loss, kept)}
+}
+
+// log sums the window over the ranks and hands it to the hooks.
+func (s *Session) log(win *window, lr float64, global, spe int) error {
+	sum := []float64{win.loss, win.correct, win.count}
+	s.prog.enter(opLog)
+	err := s.W.AllreduceFloat64(sum, mpi.Sum)
+	s.prog.leave()
+	if err != nil {
+		return err
+	}
+	wait := s.strategy.Waiting()
+	win.wait += wait
+	st := &s.State
+	ev := LogEvent{Epoch: st.Epoch + 1, Step: st.Step, StepInEpoch: st.StepInEpoch, StepsPerEpoch: spe,
+		Loss: sum[0] / sum[2], Accuracy: sum[1] / sum[2], LR: lr,
+		SamplesPerSecond: float64(win.steps) * float64(global) / time.Since(win.start).Seconds(),
+		WaitMs:           wait.Seconds() * 1e3 / float64(win.steps)}
+	for _, h := range s.hooks {
+		h.Log(&ev)
+	}
+	win.stats, win.steps, win.start = stats{}, 0, time.Now()
+	return nil
 }
 
 // checkStop ends training at this step on every rank if a signal reached
 // any rank: the ranks agree with a one-value allreduce.
-func (r *run) checkStop() error {
-	flag := []int64{r.signals.received()}
-	r.prog.enter(opStopCheck)
-	err := r.w.AllreduceInt64(flag, mpi.Max)
-	r.prog.leave()
+func (s *Session) checkStop() error {
+	flag := []int64{s.signals.received()}
+	s.prog.enter(opStopCheck)
+	err := s.W.AllreduceInt64(flag, mpi.Max)
+	s.prog.leave()
 	if err != nil {
 		return err
 	}
 	if flag[0] != 0 {
-		r.stopBy = syscall.Signal(flag[0]).String()
+		s.stopBy = syscall.Signal(flag[0]).String()
 		if name, ok := sigNames[syscall.Signal(flag[0])]; ok {
-			r.stopBy = name
+			s.stopBy = name
 		}
 	}
 	return nil
@@ -363,251 +265,83 @@ func (r *run) checkStop() error {
 
 var sigNames = map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT", syscall.SIGUSR1: "SIGUSR1"}
 
-// average makes the replicas one again under local SGD: parameters and
-// optimizer state become their mean over the ranks (the state too, so that
-// every sync point, checkpoints included, leaves identical replicas and a
-// resume is exact). A no-op while no local step was taken since the last.
-func (r *run) average() error {
-	if !r.diverged {
-		return nil
-	}
-	r.prog.enter(opAverage)
-	defer r.prog.leave()
-	if err := r.reduce(r.model.Params.Data, mpi.Mean); err != nil {
-		return err
-	}
-	st := r.opt.State()
-	for _, name := range slices.Sorted(maps.Keys(st)) { // the same order on every rank
-		if err := r.reduce(st[name], mpi.Mean); err != nil {
-			return err
-		}
-	}
-	r.diverged = false
-	return nil
-}
-
-// syncBuffers makes the model's buffers identical on every rank before
-// they are evaluated or saved. With synchronised BatchNorm they already
-// are; with --bn local each rank kept its own running statistics, and
-// their mean across ranks is taken (the integer batch counters agree by
-// construction and are left alone). Under local SGD the parameters are
-// averaged first.
-func (r *run) syncBuffers() error {
-	if r.gpu != nil {
-		if err := r.gpu.toHost(); err != nil {
-			return err
-		}
-	}
-	if err := r.average(); err != nil {
-		return err
-	}
-	if r.ps != nil && r.cfg.Strategy == "ps-async" {
-		// Gradients summed since the last push (--push-every) go now.
-		if r.psHeld {
-			if err := r.ps.exchange(nil, r.model.Params.Grad, r.psLR, r.state.Step, true, false); err != nil {
-				return err
-			}
-			r.psHeld = false
-		}
-		// Every worker has its answers for all it pushed once all are here;
-		// then the servers' parameters are final for now.
-		if err := r.w.Barrier(); err != nil {
-			return err
-		}
-		if err := r.ps.fetch(r.model.Params.Data); err != nil {
-			return err
-		}
-	}
-	if r.cfg.BN == "sync" {
-		return nil
-	}
-	p := r.model.Params
-	for _, t := range p.BufferTensors {
-		if !t.Int64 {
-			if err := r.w.AllreduceFloat32(t.Of(p.Buffers), mpi.Mean); err != nil {
-				return err
-			}
-		}
-	}
-	if r.gpu != nil {
-		return r.gpu.net.B.Upload(p.Buffers)
-	}
-	return nil
-}
-
-// endEpoch evaluates the test set across ranks and logs the epoch (or the
-// part of it that ran).
-func (r *run) endEpoch(train *stats, took time.Duration) error {
-	if err := r.syncBuffers(); err != nil {
+// endEpoch evaluates the test set across ranks and hands the epoch (or
+// the part of it that ran) to the hooks.
+func (s *Session) endEpoch(train *stats, took time.Duration) error {
+	if err := s.syncBuffers(); err != nil {
 		return err
 	}
 	start := time.Now()
-	test, err := r.evaluate()
+	test, err := s.evaluateTest()
 	if err != nil {
 		return err
 	}
-	r.tl.span("evaluate", tidTraining, start, time.Since(start), nil)
+	evalTook := time.Since(start)
 	sum := []float64{train.loss, train.correct, train.count, test.loss, test.correct, test.count}
-	r.prog.enter(opEvaluation)
-	err = r.w.AllreduceFloat64(sum, mpi.Sum)
-	r.prog.leave()
+	s.prog.enter(opEvaluation)
+	err = s.W.AllreduceFloat64(sum, mpi.Sum)
+	s.prog.leave()
 	if err != nil {
 		return err
 	}
-	s := &r.state
-	what := "done"
-	if s.StepInEpoch < r.sampler.StepsPerEpoch() {
-		what = "stopped"
-	}
-	r.rep.say("epoch %d/%d %s step %d: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s\n",
-		s.Epoch+1, r.cfg.Epochs, what, s.Step, sum[0]/sum[2], 100*sum[1]/sum[2], sum[3]/sum[5], 100*sum[4]/sum[5], took.Seconds())
-	r.rep.record(runlog.Record{Type: "epoch", Epoch: s.Epoch + 1, Step: s.Step,
-		TrainLoss: runlog.F(sum[0] / sum[2]), TrainAccuracy: runlog.F(sum[1] / sum[2]),
-		TestLoss: runlog.F(sum[3] / sum[5]), TestAccuracy: runlog.F(sum[4] / sum[5]), Seconds: runlog.F(took.Seconds())})
-	if r.met != nil {
-		r.met.epoch.Set(float64(s.Epoch + 1))
-		r.met.loss.WithLabelValues("test").Set(sum[3] / sum[5])
-		r.met.accuracy.WithLabelValues("test").Set(sum[4] / sum[5])
+	st := &s.State
+	ev := EpochEvent{Epoch: st.Epoch + 1, Step: st.Step, Done: st.StepInEpoch >= s.Sampler.StepsPerEpoch(),
+		TrainLoss: sum[0] / sum[2], TrainAccuracy: sum[1] / sum[2], TestLoss: sum[3] / sum[5], TestAcc: sum[4] / sum[5],
+		Took: took, EvalStart: start, EvalTook: evalTook}
+	for _, h := range s.hooks {
+		h.Epoch(&ev)
 	}
 	return nil
 }
 
-// evaluate runs this rank's shard of the test set in evaluation mode
-// (BatchNorm on its running statistics). Only the GPU path can fail.
-func (r *run) evaluate() (stats, error) {
-	r.model.Mode.Training = false
-	defer func() { r.model.Mode.Training = true }()
-	idx := data.Shard(r.test.N, r.w.Rank(), r.w.Size())
-	eb := r.cfg.EvalBatch
-	x := make([]float32, eb*r.test.SampleSize())
+// evaluateTest runs this rank's shard of the test set in evaluation mode
+// (BatchNorm on its running statistics).
+func (s *Session) evaluateTest() (stats, error) {
+	s.Model.Mode.Training = false
+	defer func() { s.Model.Mode.Training = true }()
+	idx := data.Shard(s.Test.N, s.W.Rank(), s.W.Size())
+	eb := s.Cfg.Data.EvalBatch
+	x := make([]float32, eb*s.Test.SampleSize())
 	y := make([]int32, eb)
 	var st stats
 	for lo := 0; lo < len(idx); lo += eb {
 		hi := min(lo+eb, len(idx))
 		n := hi - lo
-		r.test.Batch(x, y, idx[lo:hi])
-		if r.gpu != nil {
-			if err := r.gpu.net.Forward(x, n); err != nil {
-				return st, err
-			}
-			loss, correct, err := r.gpu.net.Loss(y, n, false)
-			if err != nil {
-				return st, err
-			}
-			st.add(loss, correct, n)
-			continue
+		s.Test.Batch(x, y, idx[lo:hi])
+		loss, correct, err := s.exec.Evaluate(x, y, n)
+		if err != nil {
+			return st, err
 		}
-		logits := r.model.Forward(x, n)
-		loss, correct := model.SoftmaxCrossEntropy(nil, logits, y, n, r.model.Classes())
 		st.add(loss, correct, n)
 	}
 	return st, nil
 }
 
-// checkpoint writes the current state on rank 0 and prunes old files.
-func (r *run) checkpoint() error {
-	r.lastSaved = r.state.Step
-	if err := r.syncBuffers(); err != nil {
-		return err
-	}
-	if r.w.Rank() != 0 {
-		return nil
-	}
-	if r.ps != nil {
-		if err := r.ps.fetchState(r.model.Params.Data, r.opt.State()); err != nil {
+// finish writes the final checkpoint, makes the replicas agree, checks
+// that every rank holds the same bits, and tells the hooks.
+func (s *Session) finish(win *window, global int) error {
+	c, st := &s.Cfg, &s.State
+	if c.Checkpoint.Dir != "" && s.lastSaved != st.Step {
+		if err := s.checkpoint(); err != nil {
 			return err
 		}
 	}
-	c := &r.cfg
-	oc, _ := json.Marshal(c.optimConfig())
-	r.state.Meta = map[string]string{
-		"seed":         strconv.FormatUint(c.Seed, 10),
-		"world_size":   strconv.Itoa(r.w.Size()),
-		"batch_size":   strconv.Itoa(c.BatchSize),
-		"model":        r.model.Config.String(),
-		"optimizer":    string(oc),
-		"lr":           strconv.FormatFloat(r.sched.Base, 'g', -1, 64),
-		"lr_schedule":  c.LRSchedule,
-		"warmup_steps": strconv.Itoa(c.WarmupSteps),
-		"batchnorm":    c.BN,
+	if err := s.syncBuffers(); err != nil {
+		return err
 	}
-	if r.bucketKept > 0 {
-		r.state.Meta["bucket_bytes"] = strconv.Itoa(r.bucketKept)
-	}
-	start := time.Now()
-	if r.fault.is("kill-in-checkpoint", r.w.Rank(), r.state.Step) {
-		r.state.WrapFile = killHalfWay
-	}
-	r.prog.enter(opCheckpoint)
-	path, err := checkpoint.Save(c.CheckpointDir, r.model.Params, &r.state)
-	r.prog.leave()
+	p := s.Model.Params
+	s.prog.enter(opReplicaCheck)
+	sum, err := verifyReplicas(s.W, p.Data, p.Buffers)
+	s.prog.leave()
 	if err != nil {
 		return err
 	}
-	r.tl.span("checkpoint", tidTraining, start, time.Since(start), map[string]any{"step": r.state.Step})
-	if r.met != nil {
-		r.met.ckptSeconds.Observe(time.Since(start).Seconds())
-		r.met.ckptLast.SetToCurrentTime()
+	win.wait += s.strategy.Waiting()
+	_, flops := s.Model.FLOPs()
+	ev := EndEvent{Step: st.Step, Ran: win.ran, Global: global, StepTime: win.stepTime, WaitTime: win.wait,
+		FLOPsPerSample: flops, Ranks: s.W.Size(), CRC: sum, StopBy: s.stopBy, CheckpointDir: c.Checkpoint.Dir}
+	for _, h := range s.hooks {
+		h.End(&ev)
 	}
-	if err := checkpoint.Prune(c.CheckpointDir, c.Keep); err != nil {
-		return fmt.Errorf("--keep %d: removing old checkpoints in %s: %v", c.Keep, c.CheckpointDir, err)
-	}
-	r.rep.say("checkpoint: %s (%.0f ms)\n", path, float64(time.Since(start).Microseconds())/1000)
 	return nil
-}
-
-// prefetch builds training batches in a goroutine, one step ahead, into
-// two alternating buffers: on the GPU path the CPU's augmentation then
-// overlaps the device's step instead of preceding it.
-type prefetch struct {
-	r            *run
-	b            int
-	xs           [2][]float32
-	ys           [2][]int32
-	next         int // buffer the next start fills
-	epoch, step  int // of the batch in flight; step -1: none
-	done         chan struct{}
-	bufOfPending int
-}
-
-func (r *run) newPrefetch(b int) *prefetch {
-	p := &prefetch{r: r, b: b, step: -1}
-	for i := range 2 {
-		p.xs[i] = make([]float32, b*r.train.SampleSize())
-		p.ys[i] = make([]int32, b)
-	}
-	return p
-}
-
-// start builds batch step of epoch (indices idx) in the background.
-func (p *prefetch) start(epoch, step int, idx []int) {
-	p.wait()
-	k := p.next
-	p.next = 1 - p.next
-	p.epoch, p.step, p.bufOfPending = epoch, step, k
-	p.done = make(chan struct{})
-	go func() {
-		defer close(p.done)
-		p.r.train.BatchAugmented(p.xs[k], p.ys[k], idx[step*p.b:(step+1)*p.b], p.r.augment, epoch)
-	}()
-}
-
-// wait lets the batch in flight finish.
-func (p *prefetch) wait() {
-	if p.done != nil {
-		<-p.done
-	}
-}
-
-// get returns batch step of epoch: the prefetched one, or built now.
-func (p *prefetch) get(epoch, step int, idx []int) ([]float32, []int32) {
-	p.wait()
-	if p.step == step && p.epoch == epoch {
-		p.step = -1
-		return p.xs[p.bufOfPending], p.ys[p.bufOfPending]
-	}
-	k := p.next
-	p.next = 1 - p.next
-	p.r.train.BatchAugmented(p.xs[k], p.ys[k], idx[step*p.b:(step+1)*p.b], p.r.augment, epoch)
-	return p.xs[k], p.ys[k]
 }

@@ -11,19 +11,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"train/internal/near"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-
-	"train/mpi"
 )
 
+// TestMetricValues: the metrics hook turns two steps and two reduced
+// buckets into the counters, gauges and histograms the README lists.
 func TestMetricValues(t *testing.T) {
-	m := newMetrics()
+	h := &metricsHook{m: newMetrics(), algo: "ring"}
+	m := h.m
 	st := &stepTimes{data: time.Millisecond, forward: 2 * time.Millisecond, backward: 3 * time.Millisecond,
 		wait: 4 * time.Millisecond, optimize: 5 * time.Millisecond}
-	m.observeStep(st, 64, 0.1)
-	m.observeStep(st, 64, 0.05)
+	h.Step(&StepEvent{Times: st, Samples: 64, LR: 0.1})
+	h.Step(&StepEvent{Times: st, Samples: 64, LR: 0.05})
 	if got := testutil.ToFloat64(m.samples); got != 128 {
 		t.Errorf("samples %v, want 128", got)
 	}
@@ -64,22 +66,32 @@ train_step_duration_seconds_count 2
 	if n := testutil.CollectAndCount(m.phaseSeconds); n != 5 {
 		t.Errorf("%d phase series, want 5", n)
 	}
-	// The allreduce hook of gradSync feeds bytes and seconds by algorithm.
-	g := newGradSync(func([]float32, mpi.Op) error { return nil }, make([]float32, 100), []bucket{{0, 60}, {60, 100}}, false)
-	g.observe = func(b bucket, _ time.Time, d time.Duration, _ bool) {
-		m.allreduceBytes.WithLabelValues("ring").Add(float64(4 * (b.hi - b.lo)))
-		m.allreduceSeconds.WithLabelValues("ring").Add(d.Seconds())
-	}
-	g.begin()
-	if err := g.finish(); err != nil {
-		t.Fatal(err)
-	}
+	// Buckets of 60 and 40 floats, 2 ms and 3 ms: 400 bytes, 5 ms, under
+	// the algorithm's label.
+	h.Bucket(bucket{0, 60}, time.Now(), 2*time.Millisecond, true)
+	h.Bucket(bucket{60, 100}, time.Now(), 3*time.Millisecond, false)
 	if got := testutil.ToFloat64(m.allreduceBytes.WithLabelValues("ring")); got != 400 {
 		t.Errorf("allreduce bytes %v, want 400", got)
 	}
-	// A nil *metrics observes nothing and does not panic.
-	var none *metrics
-	none.observeStep(st, 1, 1)
+	if got := testutil.ToFloat64(m.allreduceSeconds.WithLabelValues("ring")); !near.Close(0.005, got, 1e-9, 0) {
+		t.Errorf("allreduce seconds %v, want 0.005", got)
+	}
+	h.Log(&LogEvent{Loss: 0.5, Accuracy: 0.8})
+	h.Epoch(&EpochEvent{Epoch: 3, TestLoss: 0.4, TestAcc: 0.9})
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"train loss", testutil.ToFloat64(m.loss.WithLabelValues("train")), 0.5},
+		{"train accuracy", testutil.ToFloat64(m.accuracy.WithLabelValues("train")), 0.8},
+		{"test loss", testutil.ToFloat64(m.loss.WithLabelValues("test")), 0.4},
+		{"test accuracy", testutil.ToFloat64(m.accuracy.WithLabelValues("test")), 0.9},
+		{"epoch", testutil.ToFloat64(m.epoch), 3},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s %v, want %v", c.name, c.got, c.want)
+		}
+	}
 }
 
 // TestServeMetrics: the server binds port + local rank and serves the
@@ -200,27 +212,27 @@ func TestPrometheusAssets(t *testing.T) {
 }
 
 // BenchmarkObservePerStep is the cost metrics and the timeline add to one
-// training step: the step's histograms, its six timeline spans and one
-// gradient bucket's counters and span. Compare it with a step's time
-// (train bench step, or the throughput line) to get the overhead.
+// training step: the metrics and timeline hooks' Step (histograms, six
+// spans) and one gradient bucket's counters and span. Compare it with a
+// step's time (train bench step, or the throughput line) to get the
+// overhead.
 func BenchmarkObservePerStep(b *testing.B) {
 	tl, err := openTimeline(filepath.Join(b.TempDir(), "tl.json"), 0, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer tl.close()
-	r := &run{met: newMetrics(), tl: tl}
+	mh := &metricsHook{m: newMetrics(), algo: "ring"}
+	th := &timelineHook{tl: tl, errw: io.Discard}
+	defer th.Close()
 	st := stepTimes{start: time.Now(), data: time.Millisecond, forward: 2 * time.Millisecond,
 		backward: 3 * time.Millisecond, wait: time.Millisecond, optimize: time.Millisecond}
-	bytes := r.met.allreduceBytes.WithLabelValues("ring")
-	secs := r.met.allreduceSeconds.WithLabelValues("ring")
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		r.met.observeStep(&st, 64, 0.1)
-		r.traceStep(&st, i, 8*time.Millisecond)
-		bytes.Add(4 << 20)
-		secs.Add(0.001)
-		r.tl.span("allreduce", tidComm, st.start, time.Millisecond, map[string]any{"bytes": 4 << 20, "offset": 0})
+		e := StepEvent{Step: i + 1, Times: &st, Took: 8 * time.Millisecond, Samples: 64, LR: 0.1}
+		mh.Step(&e)
+		th.Step(&e)
+		mh.Bucket(bucket{0, 1 << 20}, st.start, time.Millisecond, true)
+		th.Bucket(bucket{0, 1 << 20}, st.start, time.Millisecond, true)
 	}
 }
 

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -139,4 +140,79 @@ func (m *metrics) observeStep(st *stepTimes, samples int, lr float64) {
 	m.phaseSeconds.WithLabelValues(phaseBackward).Observe(st.backward.Seconds())
 	m.phaseSeconds.WithLabelValues(phaseWait).Observe(st.wait.Seconds())
 	m.phaseSeconds.WithLabelValues(phaseOptimizer).Observe(st.optimize.Seconds())
+}
+
+// metricsHook feeds a rank's Prometheus metrics from the loop, serves
+// them on --metrics-addr's port plus the local rank (a port that cannot be
+// bound is a warning: training matters more than its dashboard, and
+// another job on the node may hold the port), and keeps the registry the
+// Pushgateway hook pushes.
+type metricsHook struct {
+	hookBase
+	m    *metrics
+	algo string
+	srv  *http.Server
+}
+
+func newMetricsHook(s *Session) (Hook, error) {
+	o := &s.Cfg.Observe
+	if o.MetricsAddr == "" && o.Pushgateway == "" {
+		return nil, nil
+	}
+	h := &metricsHook{m: newMetrics(), algo: s.Cfg.Dist.Allreduce.String()}
+	w := s.W
+	h.m.info.WithLabelValues(strconv.Itoa(w.Rank()), strconv.Itoa(w.LocalRank()), strconv.Itoa(w.Size()),
+		s.Cfg.Model.Kind, h.algo, o.Job.SlurmJob).Set(1)
+	h.m.bucketBytes.Set(float64(s.Cfg.Dist.Buckets.Bytes()))
+	s.met = h.m
+	if o.MetricsAddr != "" {
+		addr, srv, err := serveMetrics(h.m, o.MetricsAddr, w.LocalRank())
+		if err != nil {
+			fmt.Fprintf(s.errw, "train: rank %d: metrics not served: %v (choose another --metrics-addr, or \"\" for none)\n", w.Rank(), err)
+		} else {
+			h.srv = srv
+			s.rep.say("metrics: http://%s/metrics (each rank on port + its local rank)\n", addr)
+		}
+	}
+	return h, nil
+}
+
+func (h *metricsHook) Step(e *StepEvent) error {
+	h.m.observeStep(e.Times, e.Samples, e.LR)
+	return nil
+}
+
+func (h *metricsHook) Log(e *LogEvent) {
+	h.m.loss.WithLabelValues("train").Set(e.Loss)
+	h.m.accuracy.WithLabelValues("train").Set(e.Accuracy)
+}
+
+func (h *metricsHook) Epoch(e *EpochEvent) {
+	h.m.epoch.Set(float64(e.Epoch))
+	h.m.loss.WithLabelValues("test").Set(e.TestLoss)
+	h.m.accuracy.WithLabelValues("test").Set(e.TestAcc)
+}
+
+func (h *metricsHook) Checkpoint(e *CheckpointEvent) {
+	h.m.ckptSeconds.Observe(e.Took.Seconds())
+	h.m.ckptLast.SetToCurrentTime()
+}
+
+// Bucket counts a gradient bucket's bytes and seconds under the
+// --allreduce algorithm's label.
+func (h *metricsHook) Bucket(b bucket, _ time.Time, d time.Duration, _ bool) {
+	h.m.allreduceBytes.WithLabelValues(h.algo).Add(float64(4 * (b.hi - b.lo)))
+	h.m.allreduceSeconds.WithLabelValues(h.algo).Add(d.Seconds())
+}
+
+func (h *metricsHook) BucketBytes(capBytes int) { h.m.bucketBytes.Set(float64(capBytes)) }
+func (h *metricsHook) Staleness(updates int)    { h.m.psStaleness.Observe(float64(updates)) }
+
+func (h *metricsHook) Close() error {
+	if h.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		h.srv.Shutdown(ctx)
+		cancel()
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +13,75 @@ import (
 	"sync"
 	"time"
 )
+
+// timelineHook writes --timeline: each rank's Chrome trace, a span per
+// step with its phases nested in it, evaluations and checkpoints on the
+// same track, and each gradient bucket's allreduce on a second track (the
+// communication goroutine's) when overlapped. A timeline that cannot be
+// written is an error every rank agrees on.
+type timelineHook struct {
+	hookBase
+	tl   *timeline
+	errw io.Writer
+	rank int
+}
+
+func newTimelineHook(s *Session) (Hook, error) {
+	path := s.Cfg.Observe.Timeline
+	if path == "" {
+		return nil, nil
+	}
+	// One clock origin for every rank's file: rank 0's now.
+	origin := []int64{time.Now().UnixNano()}
+	if err := s.W.BcastInt64(origin, 0); err != nil {
+		return nil, err
+	}
+	tl, err := openTimeline(TimelinePath(path, s.W.Rank()), s.W.Rank(), time.Unix(0, origin[0]))
+	if err != nil {
+		return nil, err
+	}
+	s.rep.say("timeline: %s (one file per rank; join them with train timeline merge)\n", TimelinePath(path, 0))
+	return &timelineHook{tl: tl, errw: s.errw, rank: s.W.Rank()}, nil
+}
+
+// Step writes the step's span and its phases nested in it, one after the
+// other.
+func (h *timelineHook) Step(e *StepEvent) error {
+	st := e.Times
+	h.tl.span("step", tidTraining, st.start, e.Took, map[string]any{"step": e.Step - 1})
+	t := st.start
+	for _, p := range []struct {
+		name string
+		d    time.Duration
+	}{{phaseData, st.data}, {phaseForward, st.forward}, {phaseBackward, st.backward}, {phaseWait, st.wait}, {phaseOptimizer, st.optimize}} {
+		h.tl.span(p.name, tidTraining, t, p.d, nil)
+		t = t.Add(p.d)
+	}
+	return nil
+}
+
+func (h *timelineHook) Bucket(b bucket, start time.Time, d time.Duration, overlapped bool) {
+	tid := tidTraining
+	if overlapped {
+		tid = tidComm
+	}
+	h.tl.span("allreduce", tid, start, d, map[string]any{"bytes": 4 * (b.hi - b.lo), "offset": b.lo})
+}
+
+func (h *timelineHook) Epoch(e *EpochEvent) {
+	h.tl.span("evaluate", tidTraining, e.EvalStart, e.EvalTook, nil)
+}
+
+func (h *timelineHook) Checkpoint(e *CheckpointEvent) {
+	h.tl.span("checkpoint", tidTraining, e.Start, e.Took, map[string]any{"step": e.Step})
+}
+
+func (h *timelineHook) Close() error {
+	if err := h.tl.close(); err != nil {
+		fmt.Fprintf(h.errw, "train: rank %d: %v\n", h.rank, err)
+	}
+	return nil
+}
 
 // Timeline tracks: pid is the rank, tid the goroutine's role.
 const (

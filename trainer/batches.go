@@ -1,0 +1,76 @@
+package trainer
+
+// batches builds training batches: in the training goroutine when the
+// executor computes on the CPU (it would compete with the step for the
+// cores), or one step ahead in a goroutine, into two alternating buffers,
+// when the executor runs on a device: the CPU's augmentation then overlaps
+// the device's step instead of preceding it.
+type batches struct {
+	s           *Session
+	ahead       bool
+	xs          [2][]float32
+	ys          [2][]int32
+	next        int // buffer the next build fills
+	epoch, step int // of the batch in flight; step -1: none
+	inFlight    int // its buffer
+	done        chan struct{}
+}
+
+func (s *Session) newBatches() *batches {
+	b := &batches{s: s, ahead: s.exec.Ahead(), step: -1}
+	n := 1
+	if b.ahead {
+		n = 2
+	}
+	for i := range n {
+		b.xs[i] = make([]float32, s.Cfg.Data.BatchSize*s.Train.SampleSize())
+		b.ys[i] = make([]int32, s.Cfg.Data.BatchSize)
+	}
+	return b
+}
+
+// get returns batch step of epoch (the sampler's order for the epoch),
+// and starts building the next one when building ahead.
+func (b *batches) get(epoch, step int, order []int) ([]float32, []int32) {
+	if !b.ahead {
+		b.build(0, epoch, step, order)
+		return b.xs[0], b.ys[0]
+	}
+	b.wait()
+	k := b.inFlight
+	if b.step != step || b.epoch != epoch {
+		k = b.next
+		b.next = 1 - b.next
+		b.build(k, epoch, step, order)
+	}
+	b.step = -1
+	if spe := b.s.Sampler.StepsPerEpoch(); step+1 < spe {
+		b.start(epoch, step+1, order)
+	}
+	return b.xs[k], b.ys[k]
+}
+
+func (b *batches) build(k, epoch, step int, order []int) {
+	n := b.s.Cfg.Data.BatchSize
+	b.s.Train.BatchAugmented(b.xs[k], b.ys[k], order[step*n:(step+1)*n], b.s.augment, epoch)
+}
+
+// start builds batch step of epoch in the background.
+func (b *batches) start(epoch, step int, order []int) {
+	k := b.next
+	b.next = 1 - b.next
+	b.epoch, b.step, b.inFlight = epoch, step, k
+	b.done = make(chan struct{})
+	go func() {
+		defer close(b.done)
+		b.build(k, epoch, step, order)
+	}()
+}
+
+// wait lets the batch in flight finish.
+func (b *batches) wait() {
+	if b.done != nil {
+		<-b.done
+		b.done = nil
+	}
+}

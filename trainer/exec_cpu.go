@@ -1,0 +1,86 @@
+package trainer
+
+import (
+	"math"
+
+	"train/model"
+	"train/mpi"
+	"train/optim"
+)
+
+// cpuExecutor computes on the host: the model's layers on its flat
+// buffers (OpenBLAS behind every matrix product), package optim's update.
+type cpuExecutor struct {
+	m           *model.Model
+	opt         optim.Optimizer
+	blas        string
+	logits      []float32
+	y           []int32
+	loss        float64
+	correct, nb int
+}
+
+func newCPUExecutor(s *Session) (Executor, error) {
+	return &cpuExecutor{m: s.Model, opt: s.Opt, blas: s.blas}, nil
+}
+
+func (e *cpuExecutor) ZeroGrad() { clear(e.m.Params.Grad) }
+
+func (e *cpuExecutor) Forward(x []float32, y []int32) error {
+	b := len(y)
+	e.nb = b
+	e.logits = e.m.Forward(x, b)
+	e.loss, e.correct = model.SoftmaxCrossEntropy(e.m.LossGrad(b), e.logits, y, b, e.m.Classes())
+	return nil
+}
+
+func (e *cpuExecutor) InjectNaN() { e.m.LossGrad(e.nb)[0] = float32(math.NaN()) }
+
+func (e *cpuExecutor) Backward(ready func(lo int)) error {
+	e.m.OnGradReady = ready
+	e.m.Backward(e.nb)
+	return nil
+}
+
+func (e *cpuExecutor) Reducer(w *mpi.World, algo Algorithm, comp mpi.Compression) (bucketReducer, error) {
+	r, err := newHostReducer(w, algo, comp)
+	return &cpuBuckets{hostReducer: r, grad: e.m.Params.Grad}, err
+}
+
+func (e *cpuExecutor) Settle() error { return nil }
+
+func (e *cpuExecutor) Update(lr float64, t int, clip float64) (bool, error) {
+	p := e.m.Params
+	if clip > 0 {
+		optim.ClipGradNorm(p.Grad, clip)
+	}
+	return e.opt.Step(p.Data, p.Grad, float32(lr), t), nil
+}
+
+func (e *cpuExecutor) Result() (float64, int, error) { return e.loss, e.correct, nil }
+
+func (e *cpuExecutor) Evaluate(x []float32, y []int32, n int) (float64, int, error) {
+	logits := e.m.Forward(x, n)
+	loss, correct := model.SoftmaxCrossEntropy(nil, logits, y, n, e.m.Classes())
+	return loss, correct, nil
+}
+
+func (e *cpuExecutor) ToHost() error    { return nil }
+func (e *cpuExecutor) ToDevice() error  { return nil }
+func (e *cpuExecutor) Ahead() bool      { return false }
+func (e *cpuExecutor) Describe() string { return e.blas }
+func (e *cpuExecutor) Close()           {}
+
+// cpuBuckets reduces buckets of the host gradient buffer with a host
+// algorithm.
+type cpuBuckets struct {
+	hostReducer
+	grad []float32
+}
+
+func (c *cpuBuckets) use([]bucket) error    { return nil }
+func (c *cpuBuckets) mark(bucket)           {}
+func (c *cpuBuckets) reduce(b bucket) error { return c.fn(c.grad[b.lo:b.hi], mpi.Mean) }
+func (c *cpuBuckets) whole() bool           { return false }
+func (c *cpuBuckets) describe() string      { return c.name }
+func (c *cpuBuckets) close()                { c.free() }

@@ -1,0 +1,319 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"train/checkpoint"
+	"train/data"
+	"train/model"
+	"train/mpi"
+	"train/openblas"
+	"train/optim"
+)
+
+// SetupHint is appended to a missing-dataset error: how to install it.
+const SetupHint = "run scripts/setup.sh (it installs Debian's dataset-fashion-mnist) or pass --data DIR"
+
+// Session is one training job on one rank, built by NewSession the same
+// way for every use: training (Run), train bench step, train bench
+// strategies and train init. It holds what the loop reads and writes (the
+// world, the data, the model and its optimizer, the schedule, the sampler
+// and the position) and the three kinds of unit the loop drives: an
+// Executor (the device's arithmetic), a Strategy (how replicas stay in
+// step) and Hooks (what watches the run).
+type Session struct {
+	W           *mpi.World // the ranks that train together (the workers, under parameter servers)
+	Cfg         Config
+	Train, Test *data.Dataset
+	Model       *model.Model
+	Opt         optim.Optimizer
+	Sched       optim.Schedule // over samples
+	Sampler     data.Sampler
+	State       checkpoint.State // the position; Params, Buffers and Optim alias the live buffers
+
+	exec     Executor
+	strategy Strategy
+	hooks    []Hook
+
+	rep       *reporter // rank 0's log lines and records; other ranks' writes nothing
+	errw      io.Writer // warnings, any rank
+	fault     *fault
+	augment   data.Augment
+	blas      string
+	met       *metrics     // the metrics hook's, for the Pushgateway hook; nil without one
+	bn        *bnSync      // synchronised BatchNorm; nil otherwise
+	prog      progress     // where this rank is, for the watchdog
+	signals   *stopSignals // SIGTERM, SIGINT, SIGUSR1: stop at the next step
+	stopBy    string       // the signal that stopped the run, "" if none
+	lastSaved int          // step of the newest checkpoint, -1 if none
+	stale     bool         // BatchNorm buffers stepped since they were last averaged (--bn local)
+	serving   bool         // this rank is a parameter server: Train serves
+	evaluate  bool         // evaluate at epoch ends (bench runs do not)
+	undo      []func()     // what Close undoes, in reverse
+	started   time.Time
+}
+
+// Options are how a Session is used, beside its Config.
+type Options struct {
+	Out, Err io.Writer // rank 0's log lines; warnings from any rank
+	// Bench: no evaluation, and the initial parameters are drawn (never
+	// resumed): train bench step and strategies.
+	Bench bool
+	// Local builds the data, model and optimizer only, without MPI (w may
+	// be nil): train init.
+	Local bool
+}
+
+// Run trains on this rank of w as cfg says, writing progress to out on
+// rank 0 and warnings to errw. It returns nil on every rank or an error:
+// a *JobError when every rank knows of the failure (the caller may
+// finalize MPI normally), any other error when only this rank does (the
+// caller must abort the job).
+func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
+	s, err := NewSession(w, cfg, Options{Out: out, Err: errw})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return s.Run()
+}
+
+// NewSession builds this rank's session. Every rank calls it together: it
+// agrees on errors (a failure on any rank is a JobError on every rank),
+// broadcasts rank 0's initial state (drawn from --seed, or the newest
+// checkpoint with --resume) and starts the strategy, which may split the
+// world. Close it when done, whatever Run returned.
+func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
+	cfg.Defaults()
+	s := &Session{W: w, Cfg: cfg, rep: quiet(), errw: opt.Err, lastSaved: -1, evaluate: !opt.Bench, started: time.Now()}
+	if s.errw == nil {
+		s.errw = io.Discard
+	}
+	if opt.Local {
+		if err := cfg.Validate(); err != nil {
+			return nil, err
+		}
+		return s, s.build(0, 1)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	if err := agree(w, cfg.Validate()); err != nil {
+		return nil, err
+	}
+	var err error
+	if w.Rank() == 0 && opt.Out != nil {
+		o := &cfg.Observe
+		s.rep, err = newReporter(opt.Out, o.LogFile, cfg.Checkpoint.Resume, o.Progress, o.Job.Launcher, o.Plot != "")
+		s.undo = append(s.undo, func() { s.rep.close() })
+	}
+	if err := agree(w, err); err != nil {
+		return nil, err
+	}
+	s.fault, _ = parseFault(cfg.Fault)
+	if err := agree(w, s.build(w.Rank(), cfg.trainers(w.Size()))); err != nil {
+		return nil, err
+	}
+	// Everything below may talk to the other ranks: every rank reaches it.
+	for _, make := range hookMakers {
+		h, err := make(s)
+		if err := agree(w, err); err != nil {
+			return nil, err
+		}
+		if h != nil {
+			s.hooks = append(s.hooks, h)
+		}
+	}
+	if err := s.watch(); err != nil {
+		return nil, err
+	}
+	if w.Rank() == 0 {
+		err = s.initialState(opt.Bench)
+	}
+	if err := agree(w, err); err != nil {
+		return nil, err
+	}
+	if err := s.broadcastState(); err != nil {
+		return nil, err
+	}
+	st, err := strategies[cfg.Dist.Strategy](s)
+	if err := agree(w, err); err != nil {
+		return nil, err
+	}
+	s.strategy = st
+	s.undo = append(s.undo, st.Close)
+	s.serving, err = st.Start()
+	if err := agree(w, err); err != nil {
+		return nil, err
+	}
+	if !s.serving {
+		s.describe()
+		if err := s.syncBN(); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return s, nil
+}
+
+// build is what each rank can get wrong on its own, with no MPI: BLAS, the
+// data, the model, the sampler over the d data-parallel ranks (this one
+// rank r of them), the schedule, the optimizer, the executor and the
+// checkpoint directory.
+func (s *Session) build(r, d int) error {
+	c := &s.Cfg
+	s.blas = s.loadBLAS()
+	var err error
+	s.Train, s.Test, err = data.Load(data.Source{Dir: c.Data.Dir, SyntheticShape: c.Data.SyntheticShape, SyntheticSamples: max(c.Data.SyntheticSamples, 1), Seed: c.Optim.Seed})
+	if errors.Is(err, data.ErrNotFound) {
+		return fmt.Errorf("--data %s: %v: %s", c.Data.Dir, err, SetupHint)
+	}
+	if err != nil {
+		return err
+	}
+	crop, flip := c.augment()
+	s.augment = data.Augment{Flip: flip, Seed: c.Optim.Seed}
+	if crop {
+		s.augment.Pad = c.Data.CropPad
+	}
+	s.Model, err = model.Build(model.Config{Kind: c.Model.Kind, Hidden: c.Model.Hidden, Depth: c.Model.Depth,
+		Input: [3]int{s.Train.C, s.Train.H, s.Train.W}, Classes: s.Train.Classes})
+	if err != nil {
+		return err
+	}
+	if c.Model.Kind != "resnet" {
+		s.Model.Config.Depth = 0
+	}
+	s.Sampler = data.Sampler{N: s.Train.N, Batch: c.Data.BatchSize, Rank: min(r, d-1), Size: d, Seed: c.Optim.Seed}
+	spe := s.Sampler.StepsPerEpoch()
+	if spe == 0 {
+		return fmt.Errorf("--batch-size %d: each of the %d data-parallel ranks' shards holds %d of the %d training samples, fewer than one batch; lower --batch-size",
+			c.Data.BatchSize, d, s.Train.N/d, s.Train.N)
+	}
+	o := &c.Optim
+	lr := o.LR
+	if o.LinearScaling {
+		lr *= float64(d)
+	}
+	s.Sched = optim.Schedule{Kind: o.Schedule, Base: lr, Warmup: o.WarmupSteps, Total: o.Epochs * spe,
+		StepSize: o.StepEpochs * spe, Gamma: o.Gamma, Batch: int64(d * c.Data.BatchSize)}
+	if s.Opt, err = optim.New(o.optimConfig(), s.Model.Params.Len()); err != nil {
+		return err
+	}
+	p := s.Model.Params
+	s.State = checkpoint.State{Params: p.Data, Buffers: p.Buffers, Optim: s.Opt.State()}
+	if s.W == nil { // train init: no device
+		return nil
+	}
+	if s.exec, err = executors[c.Device.Device](s); err != nil {
+		return err
+	}
+	s.undo = append(s.undo, s.exec.Close)
+	if dir := c.Checkpoint.Dir; dir != "" && r == 0 {
+		if err := checkWritable(dir); err != nil {
+			return fmt.Errorf("--checkpoint-dir %s: %v", dir, err)
+		}
+	}
+	return nil
+}
+
+// watch starts the stall watchdog (its own communicator) and the stop
+// signals.
+func (s *Session) watch() error {
+	c := &s.Cfg.Dist
+	if c.StallWarn > 0 && s.W.Size() > 1 {
+		wd, err := s.W.Dup()
+		if err != nil {
+			return err
+		}
+		d := startWatchdog(wd, &s.prog, c.StallWarn, c.StallTimeout, s.errw)
+		s.undo = append(s.undo, d.close)
+	}
+	// A signal stops training at the next step on every rank (a one-value
+	// allreduce per step agrees on it), with a checkpoint.
+	s.signals = watchSignals()
+	s.undo = append(s.undo, s.signals.stop)
+	return nil
+}
+
+// Close undoes what NewSession set up, in reverse: the strategy's
+// communicators, the hooks, the watchdog, the signals, the reporter.
+func (s *Session) Close() {
+	for _, h := range s.hooks {
+		h.Close()
+	}
+	s.hooks = nil
+	for i := len(s.undo) - 1; i >= 0; i-- {
+		s.undo[i]()
+	}
+	s.undo = nil
+}
+
+// checkWritable creates dir if needed and proves a file can be made in it.
+func checkWritable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".probe-*")
+	if err != nil {
+		return fmt.Errorf("not writable: %v", err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// loadBLAS puts OpenBLAS behind the model's matrix products, with threads
+// from --threads or the cores this rank may use, and describes the
+// outcome; without the library the pure-Go gonum BLAS stays.
+func (s *Session) loadBLAS() string {
+	threads := s.Cfg.Device.Threads
+	if threads == 0 {
+		localSize := 1
+		if s.W != nil {
+			localSize = s.W.LocalSize()
+		}
+		threads = coresPerRank(localSize)
+	}
+	// --openblas names another build of the library (a path or a soname);
+	// a name that does not load keeps gonum.
+	info, err := openblas.Load(s.Cfg.Device.OpenBLAS, threads)
+	if err != nil {
+		return fmt.Sprintf("blas: gonum (pure Go; %v)", err)
+	}
+	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank", info.Core, info.Threads)
+}
+
+// observeBucket tells the hooks that watch buckets of one reduced (from
+// the goroutine that reduced it).
+func (s *Session) observeBucket(b bucket, start time.Time, d time.Duration, overlapped bool) {
+	for _, h := range s.hooks {
+		if w, ok := h.(bucketWatcher); ok {
+			w.Bucket(b, start, d, overlapped)
+		}
+	}
+}
+
+// bucketsChanged tells the hooks the gradient buckets' size cap.
+func (s *Session) bucketsChanged(capBytes int) {
+	for _, h := range s.hooks {
+		if w, ok := h.(bucketSizeWatcher); ok {
+			w.BucketBytes(capBytes)
+		}
+	}
+}
+
+// observeStaleness tells the hooks of a push's staleness (ps-async servers).
+func (s *Session) observeStaleness(updates int) {
+	for _, h := range s.hooks {
+		if w, ok := h.(stalenessWatcher); ok {
+			w.Staleness(updates)
+		}
+	}
+}

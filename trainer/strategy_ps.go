@@ -1,0 +1,237 @@
+package trainer
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+
+	"train/mpi"
+	"train/optim"
+	"train/ps"
+)
+
+// paramServers is --strategy ps-sync (Sandblaster; TensorFlow's
+// SyncReplicasOptimizer) and ps-async (Downpour, with stale-synchronous
+// parallel's bound): K servers hold the parameters and optimizer state, a
+// contiguous shard each, and workers push gradients and pull parameters
+// with package ps's protocol. The servers are the last K ranks, whose
+// whole run is Serve; the world is split so that the workers' loop
+// (logging, evaluation, stop checks, BatchNorm) never waits for them. With
+// --colocate they are goroutines beside the workers of ranks 0..K-1
+// instead, and every rank trains.
+type paramServers struct {
+	strategyBase
+	s       *Session
+	async   bool
+	world   *mpi.World // every rank, before the split
+	client  *ps.Client
+	shards  [][2]int
+	free    []func()
+	served  chan error // colocated: this rank's server goroutine's result; nil if none
+	stats   ps.Stats   // a server's, once it has served
+	held    bool       // ps-async: the gradient buffer holds steps not pushed yet (--push-every)
+	heldLR  float64
+	workers int
+}
+
+func newParamServers(s *Session) (Strategy, error) {
+	return &paramServers{s: s, async: s.Cfg.Dist.Strategy == PSAsync, world: s.W}, nil
+}
+
+// Start splits the job into workers and servers (or starts colocated
+// servers), once every rank holds the initial state: a server's optimizer
+// starts from the broadcast state, so a resumed run continues exactly.
+func (p *paramServers) Start() (bool, error) {
+	s, d := p.s, &p.s.Cfg.Dist
+	n := p.world.Size()
+	if d.Colocate && d.Servers > n {
+		return false, fmt.Errorf("--strategy %s --colocate --servers %d: need 1 to %d servers (one per rank at most)", d.Strategy, d.Servers, n)
+	}
+	if !d.Colocate && d.Servers >= n {
+		return false, fmt.Errorf("--strategy %s --servers %d: need at least one server and one worker among the %d ranks (or --colocate)", d.Strategy, d.Servers, n)
+	}
+	p.shards = ps.Shards(s.Model.Params.Len(), d.Servers)
+	if d.Colocate {
+		return false, p.colocate()
+	}
+	p.workers = n - d.Servers
+	server := p.world.Rank() >= p.workers
+	sub, err := p.world.Split(map[bool]int{false: 0, true: 1}[server], p.world.Rank())
+	if err != nil {
+		return false, err
+	}
+	p.free = append(p.free, func() { sub.Free() })
+	p.client = ps.NewClient(p.world, p.shards, p.workers, false)
+	if !server {
+		s.W = sub // the workers' own world: the loop's collectives never involve the servers
+	}
+	return server, nil
+}
+
+// colocate runs shard s's server in a goroutine on rank s, for s < K, on a
+// communicator of its own (a Dup of the world, so the servers' messages
+// never meet the loop's collectives), with a copy of its shard: the worker
+// beside it trains on its own replica. MPI runs with MPI_THREAD_MULTIPLE,
+// so the goroutine's calls and the worker's may run at once.
+func (p *paramServers) colocate() error {
+	s := p.s
+	pw, err := p.world.Dup()
+	if err != nil {
+		return err
+	}
+	p.free = append(p.free, func() { pw.Free() })
+	p.workers = p.world.Size()
+	p.client = ps.NewClient(pw, p.shards, p.workers, true)
+	if r := p.world.Rank(); r < len(p.shards) {
+		srv, err := p.server(pw, r, true)
+		if err != nil {
+			return err
+		}
+		// The server goroutine needs a P of its own while the worker's
+		// goroutine sits in a blocking MPI call: with one (a rank bound to
+		// one core), it waits for the runtime to notice, milliseconds.
+		runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), 2))
+		p.served = make(chan error, 1)
+		go func() {
+			st, err := srv.Serve()
+			p.stats = st
+			p.report(r)
+			if err != nil {
+				// The worker beside it may be waiting for this server's
+				// answer: only aborting the job frees it.
+				fmt.Fprintf(s.errw, "train: rank %d: server: %v\n", r, err)
+				p.world.Abort(1)
+			}
+			p.served <- err
+		}()
+	}
+	return nil
+}
+
+// server builds shard k's server on w: the shard of the parameters (a
+// copy when a worker trains beside it) and an optimizer for it with the
+// shard of the broadcast state.
+func (p *paramServers) server(w *mpi.World, k int, colocated bool) (*ps.Server, error) {
+	s := p.s
+	lo, hi := p.shards[k][0], p.shards[k][1]
+	params := s.Model.Params.Data[lo:hi]
+	if colocated {
+		params = slices.Clone(params)
+	}
+	opt, err := optim.New(s.Cfg.Optim.optimConfig(), hi-lo)
+	if err != nil {
+		return nil, err
+	}
+	full, mine := s.Opt.State(), opt.State()
+	for name := range mine {
+		copy(mine[name], full[name][lo:hi])
+	}
+	rank := p.world.Rank()
+	return &ps.Server{W: w, Workers: p.workers, Params: params, Opt: opt, Async: p.async, Staleness: s.Cfg.Dist.Staleness,
+		Poll: colocated, Stale: s.observeStaleness,
+		BeforeUpdate: func(t int) error { return s.fault.fire(rank, t-1) }}, nil
+}
+
+// Serve is a server rank's run: its shard until every worker stopped.
+func (p *paramServers) Serve() error {
+	srv, err := p.server(p.world, p.world.Rank()-p.workers, false)
+	if err != nil {
+		return err
+	}
+	p.stats, err = srv.Serve()
+	p.report(p.world.Rank())
+	return err
+}
+
+// report prints what an asynchronous server saw of staleness.
+func (p *paramServers) report(rank int) {
+	if p.async && p.stats.Pushes > 0 {
+		fmt.Fprintf(p.s.errw, "train: rank %d: ps-async server: %d updates, staleness max %d, mean %.2f (updates by others between a worker's pull and its push)\n",
+			rank, p.stats.Updates, p.stats.StaleMax, float64(p.stats.StaleSum)/float64(p.stats.Pushes))
+	}
+}
+
+func (p *paramServers) Describe() string {
+	where := fmt.Sprintf("the last %d rank(s)", len(p.shards))
+	if p.s.Cfg.Dist.Colocate {
+		where = fmt.Sprintf("beside the workers of ranks 0..%d", len(p.shards)-1)
+	}
+	if !p.async {
+		return fmt.Sprintf("%d synchronous parameter server(s) on %s", len(p.shards), where)
+	}
+	return fmt.Sprintf("%d asynchronous parameter server(s) on %s, staleness %d", len(p.shards), where, p.s.Cfg.Dist.Staleness)
+}
+
+// BeginStep keeps the gradients of the steps since the last push
+// (ps-async --push-every): backward adds the next step's to them.
+func (p *paramServers) BeginStep(int) bool { return !p.held }
+
+// Communicate pushes the gradient to the servers and pulls the updated
+// parameters (ps-sync: always both; ps-async: every --push-every and
+// --fetch-every steps). The servers did the update.
+func (p *paramServers) Communicate(lr float64, t int) (bool, error) {
+	push, pull := true, true
+	if p.async {
+		d := &p.s.Cfg.Dist
+		push, pull = t%d.PushEvery == 0, t%d.FetchEvery == 0
+	}
+	p.held, p.heldLR = !push, lr
+	par := p.s.Model.Params
+	return true, p.client.Step(par.Data, par.Grad, lr, t, push, pull)
+}
+
+// StopCheck: asynchronous workers meet only at log steps; elsewhere they
+// run at their own pace.
+func (p *paramServers) StopCheck(step int) bool {
+	return !p.async || step%p.s.Cfg.Observe.LogEvery == 0
+}
+
+// Sync (ps-async) pushes gradients still held, waits until every worker
+// has (at a barrier: each has its answers for all it pushed), and fetches
+// the servers' parameters, which are then final for now. ps-sync's
+// replicas agree after every step.
+func (p *paramServers) Sync() error {
+	if !p.async {
+		return nil
+	}
+	par := p.s.Model.Params
+	if p.held {
+		if err := p.client.Step(nil, par.Grad, p.heldLR, p.s.State.Step, true, false); err != nil {
+			return err
+		}
+		p.held = false
+	}
+	if err := p.s.W.Barrier(); err != nil {
+		return err
+	}
+	return p.client.Fetch(par.Data)
+}
+
+// BeforeSave (rank 0) fetches every server's shard of the parameters and
+// the optimizer state.
+func (p *paramServers) BeforeSave(map[string]string) error {
+	return p.client.FetchState(p.s.Model.Params.Data, p.s.Opt.State())
+}
+
+// Finish tells the servers this worker is done; a colocated server ends
+// once every worker has.
+func (p *paramServers) Finish() error {
+	if err := p.client.Stop(); err != nil {
+		return err
+	}
+	if p.served != nil {
+		return <-p.served
+	}
+	return nil
+}
+
+// serverStats reports what this rank's server did (bench strategies).
+func (p *paramServers) serverStats() (ps.Stats, bool) {
+	return p.stats, p.served != nil || p.s.serving
+}
+
+func (p *paramServers) Close() {
+	for i := len(p.free) - 1; i >= 0; i-- {
+		p.free[i]()
+	}
+}
