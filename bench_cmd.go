@@ -9,7 +9,6 @@ import (
 	"train/bench"
 	"train/gpu"
 	"train/mpi"
-	"train/trainer"
 )
 
 // benchStepFlags are the training flags with the benchmark's defaults:
@@ -72,7 +71,7 @@ var benchCommand = &cli.Command{
 				return err
 			}
 			return withWorld(c, func(w *mpi.World) error {
-				return trainer.BenchStep(w, cfg, trainer.StepBench{Warmup: c.Int("warmup"), Steps: c.Int("steps")}, c.App.Writer)
+				return bench.Step(w, cfg, bench.StepBench{Warmup: c.Int("warmup"), Steps: c.Int("steps")}, c.App.Writer)
 			})
 		},
 	}, {
@@ -88,9 +87,9 @@ var benchCommand = &cli.Command{
 			if err != nil {
 				return err
 			}
-			sb := trainer.StrategyBench{Warmup: c.Int("warmup"), Steps: c.Int("steps"), Servers: cfg.Dist.Servers, CSV: c.Bool("csv")}
+			sb := bench.StrategyBench{Warmup: c.Int("warmup"), Steps: c.Int("steps"), Servers: cfg.Dist.Servers, CSV: c.Bool("csv")}
 			return withWorld(c, func(w *mpi.World) error {
-				return trainer.BenchStrategies(w, cfg, sb, c.App.Writer, c.App.ErrWriter)
+				return bench.Strategies(w, cfg, sb, c.App.Writer, c.App.ErrWriter)
 			})
 		},
 	}, {

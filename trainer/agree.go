@@ -21,10 +21,10 @@ type JobError struct {
 func (e *JobError) Error() string { return e.Err.Error() }
 func (e *JobError) Unwrap() error { return e.Err }
 
-// agree tells every rank whether any rank's err is non-nil, with one
+// Agree tells every rank whether any rank's err is non-nil, with one
 // allreduce: the lowest failing rank's error comes back as a JobError it
 // owns; other ranks get a JobError naming that rank.
-func agree(w *mpi.World, err error) error {
+func Agree(w *mpi.World, err error) error {
 	var je *JobError
 	if errors.As(err, &je) {
 		return err

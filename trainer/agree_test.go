@@ -24,7 +24,7 @@ func TestAgreeAndVerify(t *testing.T) {
 	defer w.Finalize()
 	r := w.Rank()
 
-	if err := agree(w, nil); err != nil {
+	if err := Agree(w, nil); err != nil {
 		t.Fatalf("no failure, yet %v", err)
 	}
 	var mine error
@@ -32,7 +32,7 @@ func TestAgreeAndVerify(t *testing.T) {
 		mine = fmt.Errorf("rank %d's own problem", r)
 	}
 	var je *JobError
-	if err := agree(w, mine); !errors.As(err, &je) || je.Rank != 1 || je.Own != (r == 1) {
+	if err := Agree(w, mine); !errors.As(err, &je) || je.Rank != 1 || je.Own != (r == 1) {
 		t.Fatalf("rank %d: agree gave %#v", r, err)
 	}
 	if r == 1 && je.Err != mine {

@@ -3,6 +3,7 @@ package trainer
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"train/gpu"
 	"train/mpi"
@@ -78,9 +79,9 @@ func (e *cudaExecutor) Reducer(w *mpi.World, algo Algorithm, _ mpi.Compression) 
 		e.fence = !e.overlap
 		return &gpuRingBuckets{e: e, ring: r, ev: map[int]*gpu.Event{}}, nil
 	case NCCL:
-		return &gpuWhole{e: e, w: w, name: "nccl"}, nil
+		return &gpuNCCL{e: e, w: w}, nil
 	}
-	return &gpuWhole{e: e, w: w, name: "mpi", host: e.grad}, nil
+	return &gpuViaHost{e: e, w: w, host: e.grad}, nil
 }
 
 func (e *cudaExecutor) Settle() error { return e.ctx.Sync() }
@@ -168,34 +169,53 @@ func (g *gpuRingBuckets) describe() string {
 
 func (g *gpuRingBuckets) close() { g.ring.Close() }
 
-// gpuWhole reduces the whole device gradient after backward: with NCCL
-// (its communicator made at the first allreduce, once every rank is known
-// to have set up), or through the host with MPI_Allreduce.
-type gpuWhole struct {
+// gpuNCCL reduces the whole device gradient after backward with NCCL,
+// its communicator made at the first allreduce, once every rank is known
+// to have set up.
+type gpuNCCL struct {
 	e    *cudaExecutor
 	w    *mpi.World
-	name string
 	nccl *gpu.NCCL
-	host []float32 // mpi: the gradient's way through the host
 }
 
-func (g *gpuWhole) use([]bucket) error { return nil }
-func (g *gpuWhole) mark(bucket)        {}
-func (g *gpuWhole) whole() bool        { return true }
-func (g *gpuWhole) describe() string   { return g.name }
+func (g *gpuNCCL) use([]bucket) error { return nil }
+func (g *gpuNCCL) mark(bucket)        {}
+func (g *gpuNCCL) whole() bool        { return true }
+func (g *gpuNCCL) describe() string   { return "nccl" }
 
-func (g *gpuWhole) reduce(bucket) error {
-	G := g.e.net.G
-	if g.name == "nccl" {
-		if g.nccl == nil {
-			x, err := gpu.NewNCCL(g.e.ctx, g.w)
-			if err != nil {
-				return err
-			}
-			g.nccl = x
+func (g *gpuNCCL) reduce(bucket) error {
+	if g.nccl == nil {
+		x, err := gpu.NewNCCL(g.e.ctx, g.w)
+		if err != nil {
+			return err
 		}
-		return g.nccl.Allreduce(G, true)
+		g.nccl = x
 	}
+	return g.nccl.Allreduce(g.e.net.G, true)
+}
+
+func (g *gpuNCCL) close() {
+	if g.nccl != nil {
+		g.nccl.Close()
+	}
+}
+
+// gpuViaHost reduces the whole device gradient after backward through the
+// host: down to the host model's gradient buffer, MPI_Allreduce, back up.
+type gpuViaHost struct {
+	e    *cudaExecutor
+	w    *mpi.World
+	host []float32
+}
+
+func (g *gpuViaHost) use([]bucket) error { return nil }
+func (g *gpuViaHost) mark(bucket)        {}
+func (g *gpuViaHost) whole() bool        { return true }
+func (g *gpuViaHost) describe() string   { return "mpi" }
+func (g *gpuViaHost) close()             {}
+
+func (g *gpuViaHost) reduce(bucket) error {
+	G := g.e.net.G
 	if err := G.Download(g.host); err != nil {
 		return err
 	}
@@ -205,8 +225,14 @@ func (g *gpuWhole) reduce(bucket) error {
 	return G.Upload(g.host)
 }
 
-func (g *gpuWhole) close() {
-	if g.nccl != nil {
-		g.nccl.Close()
-	}
+// GEMM is train bench step's yardstick on the GPU: a 4096^3 GEMM in the
+// run's precision.
+func (e *cudaExecutor) GEMM() (string, func() (float64, error)) {
+	return fmt.Sprintf("GPU GEMM 4096^3 (%s)", e.prec), func() (float64, error) { return e.ctx.GemmGFLOPs(4096, 20) }
 }
+
+// PeakBytes is the peak of device memory train's allocations held.
+func (e *cudaExecutor) PeakBytes() int64 { return e.ctx.PeakBytes() }
+
+// Profile is --gpu-profile's time per layer kind (nil without it).
+func (e *cudaExecutor) Profile() map[string]time.Duration { return e.ctx.Profile }

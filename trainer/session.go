@@ -55,6 +55,9 @@ type Session struct {
 	evaluate  bool         // evaluate at epoch ends (bench runs do not)
 	undo      []func()     // what Close undoes, in reverse
 	started   time.Time
+
+	benchBatches *batches // Steps' batch source and its order (benchapi.go)
+	benchOrder   []int
 }
 
 // Options are how a Session is used, beside its Config.
@@ -105,7 +108,7 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 			s.Close()
 		}
 	}()
-	if err := agree(w, cfg.Validate()); err != nil {
+	if err := Agree(w, cfg.Validate()); err != nil {
 		return nil, err
 	}
 	var err error
@@ -114,17 +117,17 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 		s.rep, err = newReporter(opt.Out, o.LogFile, cfg.Checkpoint.Resume, o.Progress, o.Job.Launcher, o.Plot != "")
 		s.undo = append(s.undo, func() { s.rep.close() })
 	}
-	if err := agree(w, err); err != nil {
+	if err := Agree(w, err); err != nil {
 		return nil, err
 	}
 	s.fault, _ = parseFault(cfg.Fault)
-	if err := agree(w, s.build(w.Rank(), cfg.trainers(w.Size()))); err != nil {
+	if err := Agree(w, s.build(w.Rank(), cfg.trainers(w.Size()))); err != nil {
 		return nil, err
 	}
 	// Everything below may talk to the other ranks: every rank reaches it.
 	for _, make := range hookMakers {
 		h, err := make(s)
-		if err := agree(w, err); err != nil {
+		if err := Agree(w, err); err != nil {
 			return nil, err
 		}
 		if h != nil {
@@ -137,20 +140,20 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 	if w.Rank() == 0 {
 		err = s.initialState(opt.Bench)
 	}
-	if err := agree(w, err); err != nil {
+	if err := Agree(w, err); err != nil {
 		return nil, err
 	}
 	if err := s.broadcastState(); err != nil {
 		return nil, err
 	}
 	st, err := strategies[cfg.Dist.Strategy](s)
-	if err := agree(w, err); err != nil {
+	if err := Agree(w, err); err != nil {
 		return nil, err
 	}
 	s.strategy = st
 	s.undo = append(s.undo, st.Close)
 	s.serving, err = st.Start()
-	if err := agree(w, err); err != nil {
+	if err := Agree(w, err); err != nil {
 		return nil, err
 	}
 	if !s.serving {

@@ -1,4 +1,4 @@
-package trainer
+package bench
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"train/mpi"
+	"train/trainer"
 )
 
 // benchHook is what one run under `train bench strategies` measures on a
@@ -14,7 +15,6 @@ import (
 // communication waits inside it, its steps and the mpi package's traffic
 // counters over it).
 type benchHook struct {
-	hookBase
 	warmup     int
 	started    bool
 	t0, last   time.Time
@@ -39,7 +39,7 @@ func (h *benchHook) begin() {
 
 // Step opens the window after the warm-up's last step and closes it after
 // every later one (the loop's end is where it stays closed).
-func (h *benchHook) Step(e *StepEvent) error {
+func (h *benchHook) Step(e *trainer.StepEvent) error {
 	switch {
 	case e.Ran == h.warmup:
 		h.begin()
@@ -50,6 +50,12 @@ func (h *benchHook) Step(e *StepEvent) error {
 	}
 	return nil
 }
+
+func (h *benchHook) Log(*trainer.LogEvent)               {}
+func (h *benchHook) Epoch(*trainer.EpochEvent)           {}
+func (h *benchHook) Checkpoint(*trainer.CheckpointEvent) {}
+func (h *benchHook) End(*trainer.EndEvent)               {}
+func (h *benchHook) Close() error                        { return nil }
 
 // StrategyBench is `train bench strategies`: the same model, data and
 // batch trained Warmup + Steps steps under each strategy in turn, in one
@@ -62,28 +68,30 @@ type StrategyBench struct {
 
 type strategyRow struct {
 	name string
-	set  func(*Config)
+	set  func(*trainer.Config)
 }
 
 // strategyRows are the rows that fit n ranks: the two allreduce
 // algorithms, synchronous servers (one, and k), asynchronous servers and
 // local SGD, with cfg's settings for staleness and sync interval.
-func strategyRows(cfg Config, n, k int) []strategyRow {
+func strategyRows(cfg trainer.Config, n, k int) []strategyRow {
 	rows := []strategyRow{
-		{"allreduce ring", func(c *Config) { c.Dist.Strategy, c.Dist.Allreduce = AllreduceStrategy, Ring }},
-		{"allreduce mpi", func(c *Config) { c.Dist.Strategy, c.Dist.Allreduce = AllreduceStrategy, MPIAllreduce }},
+		{"allreduce ring", func(c *trainer.Config) { c.Dist.Strategy, c.Dist.Allreduce = trainer.AllreduceStrategy, trainer.Ring }},
+		{"allreduce mpi", func(c *trainer.Config) {
+			c.Dist.Strategy, c.Dist.Allreduce = trainer.AllreduceStrategy, trainer.MPIAllreduce
+		}},
 	}
 	if n >= 2 {
-		rows = append(rows, strategyRow{"ps-sync 1 server", func(c *Config) { c.Dist.Strategy, c.Dist.Servers = PSSync, 1 }})
+		rows = append(rows, strategyRow{"ps-sync 1 server", func(c *trainer.Config) { c.Dist.Strategy, c.Dist.Servers = trainer.PSSync, 1 }})
 	}
 	if k > 1 && k < n {
-		rows = append(rows, strategyRow{fmt.Sprintf("ps-sync %d servers", k), func(c *Config) { c.Dist.Strategy, c.Dist.Servers = PSSync, k }})
+		rows = append(rows, strategyRow{fmt.Sprintf("ps-sync %d servers", k), func(c *trainer.Config) { c.Dist.Strategy, c.Dist.Servers = trainer.PSSync, k }})
 	}
 	if n >= 2 {
 		rows = append(rows, strategyRow{fmt.Sprintf("ps-async 1 server staleness %d", cfg.Dist.Staleness),
-			func(c *Config) { c.Dist.Strategy, c.Dist.Servers = PSAsync, 1 }})
+			func(c *trainer.Config) { c.Dist.Strategy, c.Dist.Servers = trainer.PSAsync, 1 }})
 	}
-	rows = append(rows, strategyRow{fmt.Sprintf("local-sgd sync every %d", cfg.Dist.SyncEvery), func(c *Config) { c.Dist.Strategy = LocalSGD }})
+	rows = append(rows, strategyRow{fmt.Sprintf("local-sgd sync every %d", cfg.Dist.SyncEvery), func(c *trainer.Config) { c.Dist.Strategy = trainer.LocalSGD }})
 	return rows
 }
 
@@ -91,18 +99,18 @@ func strategyRows(cfg Config, n, k int) []strategyRow {
 // rows that use them (a row never refuses the others').
 var benchStripped = []string{"allreduce", "servers", "staleness", "sync-every", "bucket-mb", "overlap"}
 
-// BenchStrategies runs the strategy benchmark on every rank of w; rank 0
+// Strategies runs the strategy benchmark on every rank of w; rank 0
 // prints one row per strategy: throughput (samples/s over all workers, the
 // slowest worker's window), time per step, communication wait per step
 // (mean over workers: gradient allreduce, parameter-server exchange, or
 // local SGD's averaging), and bytes per rank per step from the mpi
 // package's counters.
-func BenchStrategies(w *mpi.World, base Config, sb StrategyBench, out, errw io.Writer) error {
+func Strategies(w *mpi.World, base trainer.Config, sb StrategyBench, out, errw io.Writer) error {
 	if w.Rank() != 0 {
 		out = io.Discard
 	}
 	if sb.Warmup < 0 || sb.Steps < 1 {
-		return agree(w, fmt.Errorf("--warmup %d --steps %d: need warmup >= 0 and steps >= 1", sb.Warmup, sb.Steps))
+		return trainer.Agree(w, fmt.Errorf("--warmup %d --steps %d: need warmup >= 0 and steps >= 1", sb.Warmup, sb.Steps))
 	}
 	set := map[string]bool{}
 	for k, v := range base.Set {
@@ -112,10 +120,10 @@ func BenchStrategies(w *mpi.World, base Config, sb StrategyBench, out, errw io.W
 		delete(set, k)
 	}
 	base.Set = set
-	if err := agree(w, base.Validate()); err != nil {
+	if err := trainer.Agree(w, base.Validate()); err != nil {
 		return err
 	}
-	base = benchOptions(base)
+	base = quiet(base)
 	base.Optim.MaxSteps, base.Optim.Epochs = sb.Warmup+sb.Steps, 1<<20 // the schedule's lr stays at its start
 	n := w.Size()
 	rows := strategyRows(base, n, sb.Servers)
@@ -172,14 +180,14 @@ func BenchStrategies(w *mpi.World, base Config, sb StrategyBench, out, errw io.W
 // values: trained (1 or 0), served (1 or 0), window seconds, wait seconds,
 // steps (a server's: updates per worker), and the traffic sent, received
 // and in collectives over the window (a server's: over its service).
-func benchRow(w *mpi.World, cfg Config, sb StrategyBench, errw io.Writer) ([]float64, error) {
-	s, err := NewSession(w, cfg, Options{Err: errw, Bench: true})
+func benchRow(w *mpi.World, cfg trainer.Config, sb StrategyBench, errw io.Writer) ([]float64, error) {
+	s, err := trainer.NewSession(w, cfg, trainer.Options{Err: errw, Bench: true})
 	if err != nil {
 		return nil, err
 	}
 	defer s.Close()
-	h := newBenchHook(sb.Warmup, !s.serving)
-	s.hooks = append(s.hooks, h)
+	h := newBenchHook(sb.Warmup, !s.Serving())
+	s.AddHook(h)
 	c0 := mpi.Counted()
 	if err := s.Run(); err != nil {
 		return nil, err
@@ -192,11 +200,8 @@ func benchRow(w *mpi.World, cfg Config, sb StrategyBench, errw io.Writer) ([]flo
 	if h.started {
 		v[o], v[o+2], v[o+3], v[o+4] = 1, h.wall.Seconds(), h.wait.Seconds(), float64(h.steps)
 	}
-	if p, ok := s.strategy.(*paramServers); ok && s.serving {
-		v[o+1], v[o+4], traffic = 1, float64(p.stats.Updates), served
-		if p.async {
-			v[o+4] /= float64(p.workers) // updates per worker, on average
-		}
+	if s.Serving() {
+		v[o+1], v[o+4], traffic = 1, s.ServedUpdates(), served
 	}
 	v[o+5], v[o+6], v[o+7] = float64(traffic.Sent), float64(traffic.Received), float64(traffic.Collective)
 	return v, w.AllreduceFloat64(v, mpi.Sum)

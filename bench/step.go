@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+
+	"train/mpi"
+	"train/trainer"
+)
+
+// StepBench is `train bench step`: Warmup untimed and Steps timed
+// training steps (the same step as training, through the Session: data,
+// forward, backward with the gradient allreduce, update) of the model the
+// configuration describes.
+type StepBench struct {
+	Warmup, Steps int
+}
+
+// quiet is cfg for a benchmark: nothing watches, nothing is written,
+// nothing is resumed.
+func quiet(cfg trainer.Config) trainer.Config {
+	cfg.Checkpoint = trainer.CheckpointOptions{}
+	cfg.Observe = trainer.ObserveOptions{LogEvery: 1 << 30, Progress: trainer.ProgressNever, Job: cfg.Observe.Job}
+	cfg.Dist.StallWarn, cfg.Dist.StallTimeout = 0, 0
+	cfg.Fault = ""
+	return cfg
+}
+
+// Step runs the step benchmark on every rank; rank 0 prints. The
+// yardstick, a matrix product with the same library and threads (SGEMM on
+// the CPU), is measured on every rank at once, as the ranks share the
+// machine during the steps.
+func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
+	if w.Rank() != 0 {
+		out = io.Discard
+	}
+	if sb.Warmup < 0 || sb.Steps < 1 {
+		return trainer.Agree(w, fmt.Errorf("--warmup %d --steps %d: need warmup >= 0 and steps >= 1", sb.Warmup, sb.Steps))
+	}
+	s, err := trainer.NewSession(w, quiet(cfg), trainer.Options{Err: io.Discard, Bench: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	cfg = s.Cfg
+	if err := w.Barrier(); err != nil {
+		return err
+	}
+	yard, short, measure := "SGEMM 1024^3", "SGEMM", func() (float64, error) { return SgemmGFLOPs(1024), nil }
+	dev := s.Device()
+	if dev != nil {
+		yard, measure = dev.GEMM()
+		short = "GPU GEMM"
+	}
+	g, devErr := measure() // reported after the collectives below, which every rank must reach
+	gemm, gemmMin := []float64{g}, []float64{g}
+	if err := w.AllreduceFloat64(gemm, mpi.Sum); err != nil {
+		return err
+	}
+	if err := w.AllreduceFloat64(gemmMin, mpi.Min); err != nil {
+		return err
+	}
+	sgemm := gemm[0] / float64(w.Size())
+
+	if err := s.Steps(sb.Warmup); err != nil {
+		return err
+	}
+	s.Waiting()
+	var prof map[string]time.Duration
+	if dev != nil {
+		prof = dev.Profile()
+		clear(prof) // the timed steps only
+	}
+	if err := w.Barrier(); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := s.Steps(sb.Steps); err != nil {
+		return err
+	}
+	t := []float64{time.Since(start).Seconds(), s.Waiting().Seconds(), float64(PeakRSS()), 0}
+	if dev != nil {
+		t[3] = float64(dev.PeakBytes())
+	}
+	if err := w.AllreduceFloat64(t, mpi.Max); err != nil {
+		return err
+	}
+	b := cfg.Data.BatchSize
+	_, flops := s.Model.FLOPs()
+	perStep := t[0] / float64(sb.Steps)
+	sps := float64(b*w.Size()) / perStep
+	perRank := sps * float64(flops) / float64(w.Size()) / 1e9
+	d := s.Data()
+	fmt.Fprintf(out, "# train bench step: %s, %d parameters, %.1f MFLOP (GEMM) per training sample, %dx%dx%d inputs (%s)\n",
+		cfg.ModelName(), s.Model.Params.Len(), float64(flops)/1e6, d.C, d.H, d.W, d.Name)
+	fmt.Fprintf(out, "# %d rank(s) x batch %d, %s, allreduce %s, batchnorm %s; %d warm-up + %d timed steps\n",
+		w.Size(), b, s.Describe(), cfg.Dist.Allreduce, cfg.Dist.BN, sb.Warmup, sb.Steps)
+	fmt.Fprintf(out, "# %s on every rank at once: %.1f GFLOP/s per rank (slowest %.1f)\n", yard, sgemm, gemmMin[0])
+	fmt.Fprintf(out, "samples/s %.1f\nms/step %.2f (slowest rank; %.2f of it waiting for gradients)\nGFLOP/s per rank %.1f\nfraction of %s %.2f\npeak RSS per rank %.0f MiB\n",
+		sps, perStep*1e3, t[1]/float64(sb.Steps)*1e3, perRank, short, perRank/sgemm, t[2]/(1<<20))
+	if dev != nil {
+		fmt.Fprintf(out, "peak device memory per rank %.0f MiB (train's allocations; cuDNN's and cuBLAS's own not counted)\n", t[3]/(1<<20))
+	}
+	if len(prof) > 0 {
+		names := slices.SortedFunc(maps.Keys(prof), func(a, b string) int { return cmp.Compare(prof[b], prof[a]) })
+		var total time.Duration
+		for _, k := range names {
+			total += prof[k]
+		}
+		fmt.Fprintf(out, "# --gpu-profile (rank 0; every layer fenced by synchronisation, so the step above is slower): %.2f ms per step in layers\n", total.Seconds()*1e3/float64(sb.Steps))
+		for _, k := range names {
+			fmt.Fprintf(out, "#   %-14s %7.3f ms/step\n", k, prof[k].Seconds()*1e3/float64(sb.Steps))
+		}
+	}
+	return devErr
+}
