@@ -149,9 +149,13 @@ func (m *metrics) observeStep(st *stepTimes, samples int, lr float64) {
 // Pushgateway hook pushes.
 type metricsHook struct {
 	hookBase
-	m    *metrics
-	algo string
-	srv  *http.Server
+	m           *metrics
+	bytes, secs prometheus.Counter // the allreduce counters under this run's algorithm
+	srv         *http.Server
+}
+
+func newMetricsHookOn(m *metrics, algo string) *metricsHook {
+	return &metricsHook{m: m, bytes: m.allreduceBytes.WithLabelValues(algo), secs: m.allreduceSeconds.WithLabelValues(algo)}
 }
 
 func newMetricsHook(s *Session) (Hook, error) {
@@ -159,10 +163,11 @@ func newMetricsHook(s *Session) (Hook, error) {
 	if o.MetricsAddr == "" && o.Pushgateway == "" {
 		return nil, nil
 	}
-	h := &metricsHook{m: newMetrics(), algo: s.Cfg.Dist.Allreduce.String()}
+	algo := s.Cfg.Dist.Allreduce.String()
+	h := newMetricsHookOn(newMetrics(), algo)
 	w := s.W
 	h.m.info.WithLabelValues(strconv.Itoa(w.Rank()), strconv.Itoa(w.LocalRank()), strconv.Itoa(w.Size()),
-		s.Cfg.Model.Kind, h.algo, o.Job.SlurmJob).Set(1)
+		s.Cfg.Model.Kind, algo, o.Job.SlurmJob).Set(1)
 	h.m.bucketBytes.Set(float64(s.Cfg.Dist.Buckets.Bytes()))
 	s.met = h.m
 	if o.MetricsAddr != "" {
@@ -201,8 +206,8 @@ func (h *metricsHook) Checkpoint(e *CheckpointEvent) {
 // Bucket counts a gradient bucket's bytes and seconds under the
 // --allreduce algorithm's label.
 func (h *metricsHook) Bucket(b bucket, _ time.Time, d time.Duration, _ bool) {
-	h.m.allreduceBytes.WithLabelValues(h.algo).Add(float64(4 * (b.hi - b.lo)))
-	h.m.allreduceSeconds.WithLabelValues(h.algo).Add(d.Seconds())
+	h.bytes.Add(float64(4 * (b.hi - b.lo)))
+	h.secs.Add(d.Seconds())
 }
 
 func (h *metricsHook) BucketBytes(capBytes int) { h.m.bucketBytes.Set(float64(capBytes)) }

@@ -20,7 +20,7 @@ import (
 // TestMetricValues: the metrics hook turns two steps and two reduced
 // buckets into the counters, gauges and histograms the README lists.
 func TestMetricValues(t *testing.T) {
-	h := &metricsHook{m: newMetrics(), algo: "ring"}
+	h := newMetricsHookOn(newMetrics(), "ring")
 	m := h.m
 	st := &stepTimes{data: time.Millisecond, forward: 2 * time.Millisecond, backward: 3 * time.Millisecond,
 		wait: 4 * time.Millisecond, optimize: 5 * time.Millisecond}
@@ -221,7 +221,7 @@ func BenchmarkObservePerStep(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mh := &metricsHook{m: newMetrics(), algo: "ring"}
+	mh := newMetricsHookOn(newMetrics(), "ring")
 	th := &timelineHook{tl: tl, errw: io.Discard}
 	defer th.Close()
 	st := stepTimes{start: time.Now(), data: time.Millisecond, forward: 2 * time.Millisecond,

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Compares `train bench step` of two builds side by side, interleaved
+# (A B A B ...: the machine is shared and noisy, so a figure from another
+# run is no baseline), and prints every run and each build's median.
+#
+#   scripts/bench/ab-step.sh OLD NEW ROUNDS NP [bench step options...]
+#   scripts/bench/ab-step.sh .dev/base/train ./train 5 2 --model resnet --depth 20
+set -euo pipefail
+old=$(realpath "${1:?usage: ab-step.sh OLD NEW ROUNDS NP [options]}")
+new=$(realpath "${2:?}")
+rounds=${3:?}
+np=${4:?}
+shift 4
+mpi=(mpirun -np "$np" --oversubscribe)
+[[ $EUID -eq 0 ]] && mpi+=(--allow-run-as-root)
+export TRAIN_METRICS_ADDR=
+declare -A sps ms rss
+for i in $(seq 1 "$rounds"); do
+	for which in old new; do
+		bin=$old
+		[[ $which == new ]] && bin=$new
+		out=$("${mpi[@]}" "$bin" bench step "$@")
+		s=$(awk '/^samples\/s/{print $2}' <<<"$out")
+		m=$(awk '/^ms\/step/{print $2}' <<<"$out")
+		r=$(awk '/^peak RSS per rank/{print $5}' <<<"$out")
+		echo "round $i $which: $s samples/s, $m ms/step, peak RSS $r MiB"
+		sps[$which]+="$s "
+		ms[$which]+="$m "
+		rss[$which]+="$r "
+	done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+o=$(median <<<"${sps[old]}")
+n=$(median <<<"${sps[new]}")
+echo "median samples/s: old $o, new $n, new/old $(awk -v a="$n" -v b="$o" 'BEGIN{printf "%.3f", a/b}')"
+echo "median ms/step: old $(median <<<"${ms[old]}"), new $(median <<<"${ms[new]}")"
+echo "median peak RSS per rank (MiB): old $(median <<<"${rss[old]}"), new $(median <<<"${rss[new]}")"
