@@ -50,12 +50,15 @@ fi
 grep -E '^(---|===) |^    --- |^ok|^PASS|^FAIL|NCCL' "$logs/gpu-test.log" | grep -v '=== RUN' || true
 
 # train MODEL NP ALLREDUCE NAME [flags]: a short training job on synthetic
-# data; keeps its final checkpoint in $logs/NAME. Returns its status.
+# data, with cuDNN's deterministic algorithms (cuDNN's measured-fastest
+# ones differ from run to run, and some add with atomics; on random labels
+# a few steps turn that into visible differences); keeps its final
+# checkpoint in $logs/NAME. Returns its status.
 train() {
 	local model=$1 np=$2 ar=$3 name=$4
 	shift 4
 	rm -rf "${logs:?}/$name"
-	if "${mpi[@]}" -np "$np" "$bin/train" --device cuda --model "$model" --allreduce "$ar" \
+	if "${mpi[@]}" -np "$np" "$bin/train" --device cuda --gpu-deterministic --model "$model" --allreduce "$ar" \
 		--data synthetic --synthetic-shape 1x28x28 --synthetic-samples 4096 --epochs 1 --max-steps "${STEPS:-4}" \
 		--batch-size 32 --lr 0.02 --checkpoint-dir "$logs/$name" --log-every 10 "$@" >"$logs/$name.log" 2>&1 &&
 		grep -q "parameters identical on all $np rank" "$logs/$name.log"; then
@@ -84,10 +87,6 @@ sys.exit(0 if ok else 1)
 PY
 }
 
-# cuDNN's measured-fastest algorithms differ from run to run (and some add
-# with atomics); on random labels a few steps turn that into visible
-# differences, so the comparisons use its deterministic heuristic choice.
-export TRAIN_GPU_DETERMINISTIC=1
 say "training jobs on the GPU (synthetic data, 4 steps, deterministic cuDNN algorithms)"
 for model in mlp resnet; do
 	flags=()
@@ -104,9 +103,7 @@ for model in mlp resnet; do
 		same "$model-np$np-ring" "$model-np$np-mpi" || fail=1
 	done
 	export STEPS=4
-	export TRAIN_GPU_RING=host
-	train $model 2 ring "$model-np2-ringhost" "${flags[@]}" || fail=1
-	unset TRAIN_GPU_RING
+	train $model 2 ring "$model-np2-ringhost" "${flags[@]}" --gpu-ring host || fail=1
 	same "$model-np2-ring" "$model-np2-ringhost" || fail=1
 	# Small buckets (several per step), reduced while backward runs and
 	# after it: the same sums as one bucket (two ranks add in one order).

@@ -19,7 +19,9 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 printf '%-8s %-6s %12s %14s %10s %16s %12s\n' model prec "ours ms" "torch eager ms" "ratio" "torch compile ms" "ratio"
 for m in ${MODELS:-resnet cnn}; do
 	for p in ${PRECISIONS:-fp32 tf32 bf16}; do
-		ours=$("${mpi[@]}" "$bin" bench step --device cuda --precision "$p" --model "$m" --depth 20 --batch-size "$B" \
+		depth=()
+		[ "$m" = resnet ] && depth=(--depth 20)
+		ours=$("${mpi[@]}" "$bin" bench step --device cuda --precision "$p" --model "$m" "${depth[@]}" --batch-size "$B" \
 			--augment none --steps "$S" --warmup 10 | awk '/^ms\/step/ {print $2}')
 		eager=$(python3 scripts/bench/torch_gpu.py --bench --models "$m" --modes eager --precision "$p" --batch "$B" --steps "$S" |
 			sed -n 's/.*ms_per_step=\([0-9.]*\).*/\1/p')
