@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"time"
 
@@ -130,12 +129,6 @@ func gpuLibraries(c *cli.Context) gpu.Libraries {
 // type: a value that is not one of its choices is an error here, before
 // MPI starts.
 func trainConfig(c *cli.Context) (trainer.Config, error) {
-	var errs []error
-	choice := func(err error) {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
 	cfg := trainer.Config{
 		Model: trainer.ModelOptions{Kind: c.String(modelFlag.Name), Hidden: c.IntSlice(hiddenFlag.Name), Depth: c.Int(depthFlag.Name)},
 		Data: trainer.DataOptions{Dir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
@@ -157,33 +150,35 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 		Set:        map[string]bool{},
 		Fault:      os.Getenv(trainer.FaultEnv), // tests only: not a flag
 	}
-	var err error
-	cfg.Data.Augment, err = trainer.ParseAugment(c.String(augFlag.Name))
-	choice(err)
-	cfg.Optim.LinearScaling, err = trainer.ParseLRScaling(c.String(scaleFlag.Name))
-	choice(err)
-	cfg.Dist.Strategy, err = trainer.ParseStrategy(c.String(strategyFlag.Name))
-	choice(err)
-	cfg.Dist.Allreduce, err = trainer.ParseAlgorithm(c.String(arFlag.Name))
-	choice(err)
-	cfg.Dist.Compress, err = mpi.ParseCompression(c.String(compressFlag.Name))
-	choice(err)
-	cfg.Dist.Buckets, err = trainer.ParseBuckets(c.String(bucketFlag.Name))
-	choice(err)
-	cfg.Dist.BN, err = trainer.ParseBN(c.String(bnFlag.Name))
-	choice(err)
-	cfg.Device.Device, err = trainer.ParseDevice(c.String(deviceFlag.Name))
-	choice(err)
-	cfg.Device.Precision, err = trainer.ParsePrecision(c.String(precFlag.Name))
-	choice(err)
-	cfg.Observe.Progress, err = trainer.ParseProgress(c.String(progressFlag.Name))
-	choice(err)
+	var errs []error
+	parse(&errs, &cfg.Data.Augment, trainer.ParseAugment, c.String(augFlag.Name))
+	parse(&errs, &cfg.Optim.LinearScaling, trainer.ParseLRScaling, c.String(scaleFlag.Name))
+	parse(&errs, &cfg.Dist.Strategy, trainer.ParseStrategy, c.String(strategyFlag.Name))
+	parse(&errs, &cfg.Dist.Allreduce, trainer.ParseAlgorithm, c.String(arFlag.Name))
+	parse(&errs, &cfg.Dist.Compress, mpi.ParseCompression, c.String(compressFlag.Name))
+	parse(&errs, &cfg.Dist.Buckets, trainer.ParseBuckets, c.String(bucketFlag.Name))
+	parse(&errs, &cfg.Dist.BN, trainer.ParseBN, c.String(bnFlag.Name))
+	parse(&errs, &cfg.Device.Device, trainer.ParseDevice, c.String(deviceFlag.Name))
+	parse(&errs, &cfg.Device.Precision, trainer.ParsePrecision, c.String(precFlag.Name))
+	parse(&errs, &cfg.Observe.Progress, trainer.ParseProgress, c.String(progressFlag.Name))
 	for _, f := range trainFlags {
 		if n := f.Names()[0]; c.IsSet(n) { // on the command line or in its TRAIN_* variable
 			cfg.Set[n] = true
 		}
 	}
-	return cfg, errors.Join(errs...)
+	if len(errs) > 0 {
+		return cfg, errs[0] // one line: the first bad choice
+	}
+	return cfg, nil
+}
+
+// parse reads a choice's flag value s into dst, collecting the error.
+func parse[T any](errs *[]error, dst *T, read func(string) (T, error), s string) {
+	v, err := read(s)
+	if err != nil {
+		*errs = append(*errs, err)
+	}
+	*dst = v
 }
 
 // launcher names the environment variable by which mpirun, a PMIx
