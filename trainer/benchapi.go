@@ -70,14 +70,16 @@ func (s *Session) Serving() bool { return s.serving }
 // the updates it applied per worker (a synchronous server's updates; an
 // asynchronous one's divided by the workers). 0 elsewhere.
 func (s *Session) ServedUpdates() float64 {
-	p, ok := s.strategy.(*paramServers)
-	if !ok || !s.serving {
+	if !s.serving {
 		return 0
 	}
-	if p.async {
+	switch p := s.strategy.(type) {
+	case *psSync:
+		return float64(p.stats.Updates)
+	case *psAsync:
 		return float64(p.stats.Updates) / float64(p.workers)
 	}
-	return float64(p.stats.Updates)
+	return 0
 }
 
 // Data is the training set (its name and shape, for a benchmark's header).

@@ -54,7 +54,6 @@ type Session struct {
 	serving   bool         // this rank is a parameter server: Train serves
 	evaluate  bool         // evaluate at epoch ends (bench runs do not)
 	undo      []func()     // what Close undoes, in reverse
-	started   time.Time
 
 	benchBatches *batches // Steps' batch source and its order (benchapi.go)
 	benchOrder   []int
@@ -92,7 +91,7 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 // world. Close it when done, whatever Run returned.
 func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 	cfg.Defaults()
-	s := &Session{W: w, Cfg: cfg, rep: quiet(), errw: opt.Err, lastSaved: -1, evaluate: !opt.Bench, started: time.Now()}
+	s := &Session{W: w, Cfg: cfg, rep: quiet(), errw: opt.Err, lastSaved: -1, evaluate: !opt.Bench}
 	if s.errw == nil {
 		s.errw = io.Discard
 	}
@@ -125,8 +124,8 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 		return nil, err
 	}
 	// Everything below may talk to the other ranks: every rank reaches it.
-	for _, make := range hookMakers {
-		h, err := make(s)
+	for _, newHook := range hookMakers {
+		h, err := newHook(s)
 		if err := Agree(w, err); err != nil {
 			return nil, err
 		}

@@ -54,8 +54,8 @@ type Strategy interface {
 var strategies = map[StrategyKind]func(s *Session) (Strategy, error){
 	AllreduceStrategy: newAllreduce,
 	LocalSGD:          newLocalSGD,
-	PSSync:            newParamServers,
-	PSAsync:           newParamServers,
+	PSSync:            newPSSync,
+	PSAsync:           newPSAsync,
 }
 
 // strategyBase is what a strategy that does not split the world, has no

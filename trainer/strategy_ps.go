@@ -10,32 +10,25 @@ import (
 	"train/ps"
 )
 
-// paramServers is --strategy ps-sync (Sandblaster; TensorFlow's
-// SyncReplicasOptimizer) and ps-async (Downpour, with stale-synchronous
-// parallel's bound): K servers hold the parameters and optimizer state, a
-// contiguous shard each, and workers push gradients and pull parameters
-// with package ps's protocol. The servers are the last K ranks, whose
-// whole run is Serve; the world is split so that the workers' loop
-// (logging, evaluation, stop checks, BatchNorm) never waits for them. With
-// --colocate they are goroutines beside the workers of ranks 0..K-1
+// paramServers is what ps-sync (strategy_pssync.go) and ps-async
+// (strategy_psasync.go) share: K servers hold the parameters and
+// optimizer state, a contiguous shard each, and workers push gradients and
+// pull parameters with package ps's protocol. The servers are the last K
+// ranks, whose whole run is Serve; the world is split so that the workers'
+// loop (logging, evaluation, stop checks, BatchNorm) never waits for them.
+// With --colocate they are goroutines beside the workers of ranks 0..K-1
 // instead, and every rank trains.
 type paramServers struct {
 	strategyBase
 	s       *Session
-	async   bool
+	async   bool       // the servers' discipline (package ps's Server.Async)
 	world   *mpi.World // every rank, before the split
 	client  *ps.Client
 	shards  [][2]int
 	free    []func()
 	served  chan error // colocated: this rank's server goroutine's result; nil if none
 	stats   ps.Stats   // a server's, once it has served
-	held    bool       // ps-async: the gradient buffer holds steps not pushed yet (--push-every)
-	heldLR  float64
 	workers int
-}
-
-func newParamServers(s *Session) (Strategy, error) {
-	return &paramServers{s: s, async: s.Cfg.Dist.Strategy == PSAsync, world: s.W}, nil
 }
 
 // Start splits the job into workers and servers (or starts colocated
@@ -143,7 +136,8 @@ func (p *paramServers) Serve() error {
 	return err
 }
 
-// report prints what an asynchronous server saw of staleness.
+// report prints what an asynchronous server saw of staleness (a
+// synchronous one sees none: it has no pushes to count).
 func (p *paramServers) report(rank int) {
 	if p.async && p.stats.Pushes > 0 {
 		fmt.Fprintf(p.s.errw, "train: rank %d: ps-async server: %d updates, staleness max %d, mean %.2f (updates by others between a worker's pull and its push)\n",
@@ -151,60 +145,19 @@ func (p *paramServers) report(rank int) {
 	}
 }
 
-func (p *paramServers) Describe() string {
-	where := fmt.Sprintf("the last %d rank(s)", len(p.shards))
+// where says where the servers run.
+func (p *paramServers) where() string {
 	if p.s.Cfg.Dist.Colocate {
-		where = fmt.Sprintf("beside the workers of ranks 0..%d", len(p.shards)-1)
+		return fmt.Sprintf("beside the workers of ranks 0..%d", len(p.shards)-1)
 	}
-	if !p.async {
-		return fmt.Sprintf("%d synchronous parameter server(s) on %s", len(p.shards), where)
-	}
-	return fmt.Sprintf("%d asynchronous parameter server(s) on %s, staleness %d", len(p.shards), where, p.s.Cfg.Dist.Staleness)
+	return fmt.Sprintf("the last %d rank(s)", len(p.shards))
 }
-
-// BeginStep keeps the gradients of the steps since the last push
-// (ps-async --push-every): backward adds the next step's to them.
-func (p *paramServers) BeginStep(int) bool { return !p.held }
 
 // Communicate pushes the gradient to the servers and pulls the updated
-// parameters (ps-sync: always both; ps-async: every --push-every and
-// --fetch-every steps). The servers did the update.
+// parameters back: the servers did the update.
 func (p *paramServers) Communicate(lr float64, t int) (bool, error) {
-	push, pull := true, true
-	if p.async {
-		d := &p.s.Cfg.Dist
-		push, pull = t%d.PushEvery == 0, t%d.FetchEvery == 0
-	}
-	p.held, p.heldLR = !push, lr
 	par := p.s.Model.Params
-	return true, p.client.Step(par.Data, par.Grad, lr, t, push, pull)
-}
-
-// StopCheck: asynchronous workers meet only at log steps; elsewhere they
-// run at their own pace.
-func (p *paramServers) StopCheck(step int) bool {
-	return !p.async || step%p.s.Cfg.Observe.LogEvery == 0
-}
-
-// Sync (ps-async) pushes gradients still held, waits until every worker
-// has (at a barrier: each has its answers for all it pushed), and fetches
-// the servers' parameters, which are then final for now. ps-sync's
-// replicas agree after every step.
-func (p *paramServers) Sync() error {
-	if !p.async {
-		return nil
-	}
-	par := p.s.Model.Params
-	if p.held {
-		if err := p.client.Step(nil, par.Grad, p.heldLR, p.s.State.Step, true, false); err != nil {
-			return err
-		}
-		p.held = false
-	}
-	if err := p.s.W.Barrier(); err != nil {
-		return err
-	}
-	return p.client.Fetch(par.Data)
+	return true, p.client.Step(par.Data, par.Grad, lr, t, true, true)
 }
 
 // BeforeSave (rank 0) fetches every server's shard of the parameters and
@@ -225,10 +178,6 @@ func (p *paramServers) Finish() error {
 	return nil
 }
 
-// serverStats reports what this rank's server did (bench strategies).
-func (p *paramServers) serverStats() (ps.Stats, bool) {
-	return p.stats, p.served != nil || p.s.serving
-}
 
 func (p *paramServers) Close() {
 	for i := len(p.free) - 1; i >= 0; i-- {
