@@ -178,7 +178,6 @@ func (p *paramServers) Finish() error {
 	return nil
 }
 
-
 func (p *paramServers) Close() {
 	for i := len(p.free) - 1; i >= 0; i-- {
 		p.free[i]()
