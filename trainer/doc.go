@@ -6,7 +6,8 @@
 //   - Executor (executor.go; exec_cpu.go, exec_cuda.go): the arithmetic of a
 //     step on one device (--device);
 //   - Strategy (strategy.go; strategy_allreduce.go, strategy_localsgd.go,
-//     strategy_ps.go): how the replicas stay in step (--strategy);
+//     strategy_pssync.go, strategy_psasync.go): how the replicas stay in
+//     step (--strategy);
 //   - Hook (hook.go; hook_report.go, hook_metrics.go, hook_timeline.go,
 //     hook_push.go, the bucket tuner in autotune.go, the bench counters in
 //     benchstrat.go): what watches the run.
