@@ -246,7 +246,10 @@ func TestPSAsyncServers(t *testing.T) {
 // (running statistics averaged at the end) agree.
 func TestPSAsyncBatchNorm(t *testing.T) {
 	e2e(t)
-	r := trainRun(t, 3, 2*time.Minute, []string{"TRAIN_FAULT=1:0:slow"}, "--model", "resnet", "--depth", "8", "--batch-size", "16",
+	// Batches of 4: the fast worker's steps are short beside the slowed
+	// one's 50 ms, so it reaches the bound before the slow one's first
+	// push (staleness max 5 to 9 in 3 runs; 3 with batches of 16).
+	r := trainRun(t, 3, 2*time.Minute, []string{"TRAIN_FAULT=1:0:slow"}, "--model", "resnet", "--depth", "8", "--batch-size", "4",
 		"--strategy", "ps-async", "--servers", "1", "--staleness", "4", "--max-steps", "30", "--log-every", "1000")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
