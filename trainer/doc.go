@@ -22,8 +22,9 @@
 // from the lowest failing rank; a failure during training returns an error
 // on the failing rank only, and main aborts the job.
 //
-// The options (config.go) are typed and grouped; the package reads no
-// environment variable (main does, through the flags' TRAIN_* variables).
+// The options (config.go, choices.go, validate.go) are typed and grouped;
+// the package reads no environment variable (main does, through the flags'
+// TRAIN_* variables).
 //
 // The package is named trainer, not train as the design sketch has it: the
 // binary built at the repository root is ./train and a directory of that

@@ -1,0 +1,237 @@
+package trainer
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+
+	"train/model"
+	"train/mpi"
+	"train/optim"
+)
+
+// Validate checks every group, then the combinations. It changes nothing.
+func (c *Config) Validate() error {
+	for _, check := range []func() error{c.Model.Validate, c.Data.Validate, c.Optim.Validate, c.Dist.Validate,
+		c.Device.Validate, c.Observe.Validate, c.Checkpoint.Validate, c.validateCombinations} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	_, err := parseFault(c.Fault)
+	return err
+}
+
+// Validate checks the model options.
+func (m *ModelOptions) Validate() error {
+	if !slices.Contains(model.Kinds, m.Kind) {
+		return fmt.Errorf("unknown model %q: choose %s", m.Kind, orList(model.Kinds))
+	}
+	for _, h := range m.Hidden {
+		if h <= 0 {
+			return fmt.Errorf("--hidden %v: layer sizes must be positive", m.Hidden)
+		}
+	}
+	if m.Kind == "resnet" && (m.Depth < 8 || (m.Depth-2)%6 != 0) {
+		return fmt.Errorf("--depth %d: a CIFAR ResNet has 6n+2 layers (8, 14, 20, 32, 44, 56, 110)", m.Depth)
+	}
+	return nil
+}
+
+// Validate checks the data options.
+func (d *DataOptions) Validate() error {
+	switch {
+	case d.BatchSize <= 0:
+		return fmt.Errorf("--batch-size %d: must be positive", d.BatchSize)
+	case d.EvalBatch < 0:
+		return fmt.Errorf("--eval-batch %d: must not be negative", d.EvalBatch)
+	case d.CropPad < 0:
+		return fmt.Errorf("--crop-pad %d: must not be negative", d.CropPad)
+	case d.Dir == "synthetic" && d.SyntheticSamples <= 0:
+		return fmt.Errorf("--synthetic-samples %d: must be positive", d.SyntheticSamples)
+	}
+	return nil
+}
+
+// Validate checks the optimizer, schedule and length.
+func (o *OptimOptions) Validate() error {
+	switch {
+	case o.Epochs <= 0:
+		return fmt.Errorf("--epochs %d: must be positive", o.Epochs)
+	case o.MaxSteps < 0:
+		return fmt.Errorf("--max-steps %d: must be 0 (no limit) or positive", o.MaxSteps)
+	case !(o.LR > 0) || math.IsInf(o.LR, 1):
+		return fmt.Errorf("--lr %v: must be positive", o.LR)
+	case !(o.Momentum >= 0 && o.Momentum < 1):
+		return fmt.Errorf("--momentum %v: must be in [0, 1)", o.Momentum)
+	case !(o.WeightDecay >= 0):
+		return fmt.Errorf("--weight-decay %v: must not be negative", o.WeightDecay)
+	case !(o.ClipGradNorm >= 0):
+		return fmt.Errorf("--clip-grad-norm %v: must not be negative", o.ClipGradNorm)
+	}
+	if _, err := optim.New(o.optimConfig(), 0); err != nil {
+		return err
+	}
+	return (optim.Schedule{Kind: o.Schedule, Warmup: o.WarmupSteps, StepSize: max(o.StepEpochs, 0), Gamma: o.Gamma}).Validate()
+}
+
+// Validate checks the distribution options' values (which strategy may use
+// them is validateCombinations' business).
+func (d *DistOptions) Validate() error {
+	switch {
+	case d.SyncEvery < 1:
+		return fmt.Errorf("--sync-every %d: must be at least 1", d.SyncEvery)
+	case d.Servers < 1:
+		return fmt.Errorf("--servers %d: must be at least 1", d.Servers)
+	case d.Staleness < -1:
+		return fmt.Errorf("--staleness %d: 0 or more, or -1 for no bound", d.Staleness)
+	case d.PushEvery < 1 || d.FetchEvery < 1:
+		return fmt.Errorf("--push-every %d --fetch-every %d: must be at least 1", d.PushEvery, d.FetchEvery)
+	case !(d.Buckets.MiB >= 0):
+		return fmt.Errorf("--bucket-mb %v: must not be negative", d.Buckets.MiB)
+	case d.StallWarn < 0 || d.StallTimeout < 0:
+		return fmt.Errorf("--stall-warn %v --stall-timeout %v: must not be negative", d.StallWarn, d.StallTimeout)
+	case d.StallTimeout > 0 && d.StallTimeout < d.StallWarn:
+		return fmt.Errorf("--stall-timeout %v is shorter than --stall-warn %v", d.StallTimeout, d.StallWarn)
+	}
+	return nil
+}
+
+// Validate checks the device options.
+func (d *DeviceOptions) Validate() error {
+	switch {
+	case d.Threads < 0:
+		return fmt.Errorf("--threads %d: must not be negative", d.Threads)
+	case d.Device == CPU && d.Precision != "" && d.Precision != "fp32":
+		return fmt.Errorf("--precision %s is for --device cuda; the CPU path computes in fp32", d.Precision)
+	case !slices.Contains([]string{"auto", "ipc", "host"}, d.GPURing):
+		return fmt.Errorf("--gpu-ring %q: choose auto, ipc or host", d.GPURing)
+	}
+	return nil
+}
+
+// Validate checks the observation options.
+func (o *ObserveOptions) Validate() error {
+	switch {
+	case o.LogEvery <= 0:
+		return fmt.Errorf("--log-every %d: must be positive", o.LogEvery)
+	case o.PushgatewayEvery < 0:
+		return fmt.Errorf("--pushgateway-every %d: must not be negative", o.PushgatewayEvery)
+	case o.Pushgateway != "" && !validURL(o.Pushgateway):
+		return fmt.Errorf("--pushgateway %q: want an http:// or https:// URL", o.Pushgateway)
+	}
+	return nil
+}
+
+// Validate checks the checkpoint options.
+func (k *CheckpointOptions) Validate() error {
+	switch {
+	case k.Every < 0:
+		return fmt.Errorf("--checkpoint-every %d: must not be negative", k.Every)
+	case k.Keep < 0:
+		return fmt.Errorf("--keep %d: must not be negative", k.Keep)
+	case k.Resume && k.Dir == "":
+		return fmt.Errorf("--resume needs --checkpoint-dir")
+	}
+	return nil
+}
+
+// usedBy says which choices make use of an option that only some of them
+// read: given with any other, the option would be ignored, so it is
+// refused. The flag name is the key of Config.Set; val is the value given
+// and with the choice that makes it useless (for the message).
+var usedBy = []struct {
+	flag string
+	val  func(c *Config) any
+	uses func(c *Config) bool
+	with func(c *Config) string
+	who  string
+}{
+	{"hidden", func(c *Config) any { return c.Model.Hidden }, func(c *Config) bool { return c.Model.Kind == "mlp" }, withModel, "--model mlp"},
+	{"depth", func(c *Config) any { return c.Model.Depth }, func(c *Config) bool { return c.Model.Kind == "resnet" }, withModel, "--model resnet"},
+	{"synthetic-shape", func(c *Config) any { return c.Data.SyntheticShape }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
+	{"synthetic-samples", func(c *Config) any { return c.Data.SyntheticSamples }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
+	{"crop-pad", func(c *Config) any { return c.Data.CropPad }, func(c *Config) bool { crop, _ := c.augment(); return crop }, withAugment,
+		"the crop augmentation (--augment crop, or auto with cnn and resnet)"},
+	{"momentum", func(c *Config) any { return c.Optim.Momentum }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},
+	{"nesterov", func(c *Config) any { return c.Optim.Nesterov }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},
+	{"beta1", func(c *Config) any { return c.Optim.Beta1 }, func(c *Config) bool { return c.Optim.Optimizer != "sgd" }, withOptimizer, "--optimizer adam or adamw"},
+	{"beta2", func(c *Config) any { return c.Optim.Beta2 }, func(c *Config) bool { return c.Optim.Optimizer != "sgd" }, withOptimizer, "--optimizer adam or adamw"},
+	{"eps", func(c *Config) any { return c.Optim.Eps }, func(c *Config) bool { return c.Optim.Optimizer != "sgd" }, withOptimizer, "--optimizer adam or adamw"},
+	{"lr-step-epochs", func(c *Config) any { return c.Optim.StepEpochs }, func(c *Config) bool { return c.Optim.Schedule == "step" }, withSchedule, "--lr-schedule step"},
+	{"lr-gamma", func(c *Config) any { return c.Optim.Gamma }, func(c *Config) bool { return c.Optim.Schedule == "step" }, withSchedule, "--lr-schedule step"},
+	{"allreduce", func(c *Config) any { return c.Dist.Allreduce }, func(c *Config) bool { return !c.Dist.Strategy.servers() }, withStrategy,
+		"the strategies that average over the ranks (allreduce, local-sgd); parameter servers take the gradients instead"},
+	{"bucket-mb", func(c *Config) any { return c.Dist.Buckets }, func(c *Config) bool { return c.Dist.Strategy == AllreduceStrategy }, withStrategy, "--strategy allreduce's gradient buckets"},
+	{"overlap", func(c *Config) any { return c.Dist.Overlap }, func(c *Config) bool { return c.Dist.Strategy == AllreduceStrategy }, withStrategy, "--strategy allreduce's gradient buckets"},
+	{"sync-every", func(c *Config) any { return c.Dist.SyncEvery }, func(c *Config) bool { return c.Dist.Strategy == LocalSGD }, withStrategy, "--strategy local-sgd"},
+	{"servers", func(c *Config) any { return c.Dist.Servers }, func(c *Config) bool { return c.Dist.Strategy.servers() }, withStrategy, "--strategy ps-sync or ps-async"},
+	{"colocate", func(c *Config) any { return c.Dist.Colocate }, func(c *Config) bool { return c.Dist.Strategy.servers() }, withStrategy,
+		"--strategy ps-sync or ps-async (it places parameter servers)"},
+	{"staleness", func(c *Config) any { return c.Dist.Staleness }, func(c *Config) bool { return c.Dist.Strategy == PSAsync }, withStrategy,
+		"--strategy ps-async (ps-sync's servers wait for every worker)"},
+	{"push-every", func(c *Config) any { return c.Dist.PushEvery }, func(c *Config) bool { return c.Dist.Strategy == PSAsync }, withStrategy,
+		"--strategy ps-async: Downpour's n_push (the Pushgateway's interval is --pushgateway-every)"},
+	{"fetch-every", func(c *Config) any { return c.Dist.FetchEvery }, func(c *Config) bool { return c.Dist.Strategy == PSAsync }, withStrategy,
+		"--strategy ps-async: Downpour's n_fetch"},
+	{"gpu-ring", func(c *Config) any { return c.Device.GPURing }, func(c *Config) bool { return c.Device.Device == CUDA && c.Dist.Allreduce == Ring }, withDevice,
+		"--device cuda --allreduce ring"},
+	{"gpu-deterministic", func(c *Config) any { return c.Device.GPU.Deterministic }, func(c *Config) bool { return c.Device.Device == CUDA }, withDevice, "--device cuda"},
+	{"gpu-profile", func(c *Config) any { return c.Device.GPU.Profile }, func(c *Config) bool { return c.Device.Device == CUDA }, withDevice, "--device cuda"},
+	{"libcuda", func(c *Config) any { return c.Device.GPU.Libraries.CUDA }, func(c *Config) bool { return c.Device.Device == CUDA }, withDevice, "--device cuda"},
+	{"libnvrtc", func(c *Config) any { return c.Device.GPU.Libraries.NVRTC }, func(c *Config) bool { return c.Device.Device == CUDA }, withDevice, "--device cuda"},
+	{"libcublas", func(c *Config) any { return c.Device.GPU.Libraries.CUBLAS }, func(c *Config) bool { return c.Device.Device == CUDA }, withDevice, "--device cuda"},
+	{"libcudnn", func(c *Config) any { return c.Device.GPU.Libraries.CUDNN }, func(c *Config) bool { return c.Device.Device == CUDA }, withDevice, "--device cuda"},
+	{"libnccl", func(c *Config) any { return c.Device.GPU.Libraries.NCCL }, func(c *Config) bool { return c.Device.Device == CUDA && c.Dist.Allreduce == NCCL }, withDevice,
+		"--device cuda --allreduce nccl"},
+}
+
+func withModel(c *Config) string     { return "--model " + c.Model.Kind }
+func withData(c *Config) string      { return "--data " + c.Data.Dir }
+func withOptimizer(c *Config) string { return "--optimizer " + c.Optim.Optimizer }
+func withSchedule(c *Config) string  { return "--lr-schedule " + c.Optim.Schedule }
+func withStrategy(c *Config) string  { return "--strategy " + c.Dist.Strategy.String() }
+func withDevice(c *Config) string {
+	return fmt.Sprintf("--device %s --allreduce %s", c.Device.Device, c.Dist.Allreduce)
+}
+func withAugment(c *Config) string {
+	return fmt.Sprintf("--model %s and --augment %s", c.Model.Kind, map[bool]string{true: "auto", false: "without crop"}[c.Data.Augment.Auto])
+}
+
+func (b Buckets) String() string {
+	if b.Auto {
+		return "auto"
+	}
+	return fmt.Sprint(b.MiB)
+}
+
+// validateCombinations checks the options against each other.
+func (c *Config) validateCombinations() error {
+	d := &c.Dist
+	for _, u := range usedBy {
+		if c.Set[u.flag] && !u.uses(c) {
+			return fmt.Errorf("--%s %v is not used with %s: it is for %s; drop it", u.flag, u.val(c), u.with(c), u.who)
+		}
+	}
+	switch {
+	case c.Device.Device == CPU && d.Allreduce == NCCL && !d.Strategy.servers():
+		return fmt.Errorf("--allreduce nccl needs --device cuda (NCCL reduces GPU buffers); use ring or mpi")
+	case c.Device.Device == CUDA && d.Strategy != AllreduceStrategy:
+		return fmt.Errorf("--device cuda with --strategy %s: the GPU path trains with --strategy allreduce so far", d.Strategy)
+	case c.Device.Device == CUDA && (d.Allreduce == Hier || d.Compress != mpi.None):
+		return fmt.Errorf("--device cuda: --allreduce hier and --compress are CPU-path features; use --allreduce ring, nccl or mpi")
+	case d.Compress != mpi.None && (d.Allreduce == MPIAllreduce || d.Strategy != AllreduceStrategy):
+		return fmt.Errorf("--compress %s: compresses the gradients of --strategy allreduce with --allreduce ring or hier (MPI_Allreduce would sum in 16 bits)", d.Compress)
+	case d.Strategy.servers() && c.Optim.ClipGradNorm > 0:
+		return fmt.Errorf("--clip-grad-norm with --strategy %s: the servers see only their shards of the gradient; clip with allreduce", d.Strategy)
+	case c.Set["bn"] && d.BN == BNSync && (d.Strategy == LocalSGD || d.Strategy == PSAsync):
+		return fmt.Errorf("--bn sync with --strategy %s: replicas that step on their own cannot share batch statistics (a reduction in every BatchNorm layer would hold them in lockstep); use --bn local, the default here", d.Strategy)
+	}
+	return nil
+}
+
+func validURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
