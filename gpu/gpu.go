@@ -173,7 +173,7 @@ type Ctx struct {
 	Deterministic bool
 	// Profile, when non-nil, collects the time of each layer kind's
 	// forward and backward, every timed call fenced by Syncs (slower: for
-	// finding where a step's time goes; TRAIN_GPU_PROFILE=1).
+	// finding where a step's time goes; Options.Profile, --gpu-profile).
 	Profile map[string]time.Duration
 }
 

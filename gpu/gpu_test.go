@@ -8,14 +8,15 @@ import (
 	"testing"
 )
 
-// TestNoDriver: where the driver library is missing (every CI machine),
-// asking for a GPU is an error that says what is missing, never a crash.
-// Run in a child process, since the driver is opened once per process.
+// TestNoDriver: where the driver library is missing (every CI machine;
+// here a path where none is, so the GPU machine sees it too), asking for
+// a GPU is an error that says what is missing, never a crash. Run in a
+// child process, since the driver is opened once per process.
 func TestNoDriver(t *testing.T) {
 	if os.Getenv("GPU_TEST_CHILD") == "" {
 		exe, _ := os.Executable()
 		cmd := exec.Command(exe, "-test.run", "^TestNoDriver$", "-test.v")
-		cmd.Env = append(os.Environ(), "GPU_TEST_CHILD=1", "TRAIN_LIBCUDA="+filepath.Join(t.TempDir(), "libcuda.so.1"))
+		cmd.Env = append(os.Environ(), "GPU_TEST_CHILD="+filepath.Join(t.TempDir(), "libcuda.so.1"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("child: %v\n%s", err, out)
@@ -25,7 +26,11 @@ func TestNoDriver(t *testing.T) {
 		}
 		return
 	}
-	_, err := Count()
+	missing := os.Getenv("GPU_TEST_CHILD")
+	if _, err := Open(0, "fp32", Options{Libraries: Libraries{CUDA: missing}}); err == nil || !strings.Contains(err.Error(), "no CUDA driver") || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Open with --libcuda %s: %v", missing, err)
+	}
+	_, err := Count() // the process's one attempt failed: so does every later call
 	if err == nil || !strings.Contains(err.Error(), "no CUDA driver") || !strings.Contains(err.Error(), "libcuda.so.1") {
 		t.Fatalf("Count without a driver: %v", err)
 	}
