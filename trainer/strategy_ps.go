@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"time"
 
 	"train/mpi"
 	"train/optim"
@@ -29,6 +30,7 @@ type paramServers struct {
 	served  chan error // colocated: this rank's server goroutine's result; nil if none
 	stats   ps.Stats   // a server's, once it has served
 	workers int
+	waited  time.Duration // in exchanges with the servers, since the last Waiting
 }
 
 // Start splits the job into workers and servers (or starts colocated
@@ -156,8 +158,26 @@ func (p *paramServers) where() string {
 // Communicate pushes the gradient to the servers and pulls the updated
 // parameters back: the servers did the update.
 func (p *paramServers) Communicate(lr float64, t int) (bool, error) {
+	return true, p.exchange(lr, t, true, true)
+}
+
+// exchange is one request to the servers (package ps's Client.Step),
+// timed: a worker waits for the servers as an allreduce's rank waits for
+// its gradients.
+func (p *paramServers) exchange(lr float64, t int, push, pull bool) error {
+	start := time.Now()
 	par := p.s.Model.Params
-	return true, p.client.Step(par.Data, par.Grad, lr, t, true, true)
+	err := p.client.Step(par.Data, par.Grad, lr, t, push, pull)
+	p.waited += time.Since(start)
+	return err
+}
+
+// Waiting is the time spent in exchanges with the servers since the last
+// call.
+func (p *paramServers) Waiting() time.Duration {
+	w := p.waited
+	p.waited = 0
+	return w
 }
 
 // BeforeSave (rank 0) fetches every server's shard of the parameters and

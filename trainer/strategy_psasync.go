@@ -34,8 +34,7 @@ func (p *psAsync) Communicate(lr float64, t int) (bool, error) {
 	d := &p.s.Cfg.Dist
 	push, pull := t%d.PushEvery == 0, t%d.FetchEvery == 0
 	p.held, p.heldLR = !push, lr
-	par := p.s.Model.Params
-	return true, p.client.Step(par.Data, par.Grad, lr, t, push, pull)
+	return true, p.exchange(lr, t, push, pull)
 }
 
 // StopCheck: asynchronous workers meet only at log steps; elsewhere they
