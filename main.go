@@ -39,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"Every option can also be set by its TRAIN_* environment variable.",
 		Flags:           trainFlags,
 		Action:          trainAction,
-		Commands:        []*cli.Command{benchCommand, initCommand, planCommand, plotCommand, timelineCommand},
+		Commands:        []*cli.Command{benchCommand, initCommand, planCommand, plotCommand, timelineCommand, tokenizeCommand},
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
@@ -48,7 +48,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main alone decides how to exit
 	}
-	err := app.Run(hoistFlags(args, plotCommand, timelineCommand.Subcommands[0]))
+	err := app.Run(hoistFlags(args, plotCommand, timelineCommand.Subcommands[0], tokenizeCommand))
 	if err == nil {
 		return 0
 	}

@@ -27,10 +27,12 @@ as_root() {
 	if [[ $EUID -eq 0 ]]; then "$@"; else sudo "$@"; fi
 }
 
-# Debian packages: OpenMPI, the C toolchain cgo needs, OpenBLAS, and the
-# Fashion-MNIST dataset (/usr/share/datasets/fashion-mnist).
+# Debian packages: OpenMPI, the C toolchain cgo needs, OpenBLAS, the
+# Fashion-MNIST dataset (/usr/share/datasets/fashion-mnist), and text for
+# language models (bible-kjv: `bible -f Gen1:1-Rev22:21` prints the King
+# James text; fortunes: /usr/share/games/fortunes/*.u8).
 packages=(openmpi-bin libopenmpi-dev libopenblas-dev pkg-config gcc libc6-dev
-	dataset-fashion-mnist ca-certificates curl unzip git)
+	dataset-fashion-mnist bible-kjv fortunes ca-certificates curl unzip git)
 ((test_deps)) && packages+=(python3-torch prometheus prometheus-pushgateway slurm-wlm munge iproute2)
 missing=()
 for p in "${packages[@]}"; do

@@ -25,7 +25,7 @@ echo "test: scripts/k8s (MPIJob manifest against the MPI Operator's types)"
 # 10 to 15 s per target here. Minimisation is off: it ran the target
 # thousands of times per new input and left almost no time to fuzz (a
 # crasher is still saved as found).
-for target in data:FuzzReadIDX data:FuzzReadCIFARFile checkpoint:FuzzLoadCheckpoint; do
+for target in data:FuzzReadIDX data:FuzzReadCIFARFile data:FuzzReadShard checkpoint:FuzzLoadCheckpoint; do
 	echo "test: fuzz ${target#*:} for ${FUZZRUNS:-30000} executions"
 	go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${FUZZRUNS:-30000}x" -fuzzminimizetime 0 "./${target%%:*}"
 done
