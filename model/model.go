@@ -10,11 +10,12 @@ import (
 // Config says which network to build; it is stored in checkpoints so a
 // resumed run can check it builds the same one.
 type Config struct {
-	Kind    string `json:"kind"`            // "mlp", "cnn" or "resnet"
-	Hidden  []int  `json:"hidden"`          // MLP hidden layer sizes
-	Depth   int    `json:"depth,omitempty"` // ResNet depth, 6n+2
-	Input   [3]int `json:"input"`           // C, H, W of one sample
-	Classes int    `json:"classes"`         // outputs
+	Kind    string     `json:"kind"`            // "mlp", "cnn", "resnet" or "gpt"
+	Hidden  []int      `json:"hidden"`          // MLP hidden layer sizes
+	Depth   int        `json:"depth,omitempty"` // ResNet depth, 6n+2
+	Input   [3]int     `json:"input"`           // C, H, W of one sample (images)
+	Classes int        `json:"classes"`         // outputs per position (gpt: the vocabulary)
+	GPT     *GPTConfig `json:"gpt,omitempty"`   // gpt's sizes
 }
 
 // String is the config as JSON.
@@ -24,7 +25,7 @@ func (c Config) String() string {
 }
 
 // Kinds lists the models Build knows.
-var Kinds = []string{"mlp", "cnn", "resnet"}
+var Kinds = []string{"mlp", "cnn", "resnet", "gpt"}
 
 // Model is a network of layers applied in sequence, with its parameters and
 // the activation buffers of the largest batch seen.
@@ -40,22 +41,33 @@ type Model struct {
 	OnGradReady func(lo int)
 	// Mode is shared with the layers: training or evaluation, and the
 	// cross-replica reduction of synchronised BatchNorm.
-	Mode    *Mode
-	scr     *scratch
-	paramLo []int       // per layer: offset of its first parameter, -1 if none
-	acts    [][]float32 // acts[i] is layer i's input; acts[len] the logits
-	grads   [][]float32 // gradients of acts, same shapes
-	batch   int
+	Mode      *Mode
+	scr       *scratch
+	paramLo   []int       // per layer: offset of its first parameter, -1 if none
+	positions int         // output rows per sample: 1, or gpt's context
+	acts      [][]float32 // acts[i] is layer i's input; acts[len] the logits
+	grads     [][]float32 // gradients of acts, same shapes
+	batch     int
 }
 
 // Build constructs the network cfg describes, with zero parameters (call
 // Init or load them).
 func Build(cfg Config) (*Model, error) {
+	m := &Model{Config: cfg, Params: &Params{}, Mode: &Mode{Training: true}, scr: &scratch{}, positions: 1}
+	if cfg.Kind == "gpt" {
+		if cfg.GPT == nil || cfg.Classes != cfg.GPT.Vocab {
+			return nil, fmt.Errorf("model: gpt needs its sizes, with classes = the vocabulary")
+		}
+		if err := m.buildGPT(); err != nil {
+			return nil, err
+		}
+		m.Params.Alloc()
+		return m, nil
+	}
 	in := cfg.Input[0] * cfg.Input[1] * cfg.Input[2]
 	if in <= 0 || cfg.Classes <= 0 {
 		return nil, fmt.Errorf("model: bad input shape %v or %d classes", cfg.Input, cfg.Classes)
 	}
-	m := &Model{Config: cfg, Params: &Params{}, Mode: &Mode{Training: true}, scr: &scratch{}}
 	switch cfg.Kind {
 	case "mlp":
 		sizes := append(append([]int{in}, cfg.Hidden...), cfg.Classes)
@@ -183,8 +195,12 @@ func (m *Model) Init(seed uint64) {
 	}
 }
 
-// Classes is the number of outputs.
+// Classes is the number of outputs per position.
 func (m *Model) Classes() int { return m.Config.Classes }
+
+// Positions is the rows of Classes outputs one sample gives: 1 for the
+// image models, the context for gpt (a prediction at every position).
+func (m *Model) Positions() int { return m.positions }
 
 func (m *Model) ensure(n int) {
 	if n <= m.batch {
@@ -203,22 +219,22 @@ func (m *Model) ensure(n int) {
 	m.grads = append(m.grads, make([]float32, n*last))
 }
 
-// Forward runs the network on x (n, C*H*W) and returns the logits (n,
-// classes), valid until the next Forward. x must stay unchanged until
-// Backward.
+// Forward runs the network on x (n, C*H*W; gpt: n x context token ids)
+// and returns the logits (n * Positions, classes), valid until the next
+// Forward. x must stay unchanged until Backward.
 func (m *Model) Forward(x []float32, n int) []float32 {
 	m.ensure(n)
 	m.acts[0] = x[:n*m.Layers[0].InSize()]
 	for i, l := range m.Layers {
 		l.Forward(m.acts[i+1], m.acts[i], n)
 	}
-	return m.acts[len(m.Layers)][:n*m.Classes()]
+	return m.acts[len(m.Layers)][:n*m.positions*m.Classes()]
 }
 
 // LossGrad returns the buffer Backward reads the logits' gradient from
-// (n, classes).
+// (n * Positions, classes).
 func (m *Model) LossGrad(n int) []float32 {
-	return m.grads[len(m.Layers)][:n*m.Classes()]
+	return m.grads[len(m.Layers)][:n*m.positions*m.Classes()]
 }
 
 // Backward propagates the logits' gradient (in LossGrad) back through the

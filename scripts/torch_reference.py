@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Reference values from PyTorch for train's CNN and ResNet, kept in testdata/.
+"""Reference values from PyTorch for train's CNN, ResNet and GPT, kept in testdata/.
 
     go build -o train . && /usr/bin/python3 scripts/torch_reference.py
 
@@ -87,6 +87,82 @@ class ResNet(nn.Module):
         return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
 
 
+class Conv1D(nn.Module):
+    """Hugging Face's Conv1D, GPT-2's linear map: x @ weight + bias, weight (in, out)."""
+
+    def __init__(self, nin, nout):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(nin, nout))
+        self.bias = nn.Parameter(torch.zeros(nout))
+
+    def forward(self, x):
+        return x @ self.weight + self.bias
+
+
+class GPT2Attention(nn.Module):
+    def __init__(self, dim, heads, context):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = Conv1D(dim, 3 * dim)
+        self.c_proj = Conv1D(dim, dim)
+        self.register_buffer("bias", torch.tril(torch.ones(context, context)).view(1, 1, context, context), persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / (C // self.heads) ** 0.5
+        att = F.softmax(att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf")), dim=-1)
+        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.c_fc = Conv1D(dim, 4 * dim)
+        self.c_proj = Conv1D(4 * dim, dim)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, dim, heads, context):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(dim, eps=1e-5)
+        self.attn = GPT2Attention(dim, heads, context)
+        self.ln_2 = nn.LayerNorm(dim, eps=1e-5)
+        self.mlp = GPT2MLP(dim)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """train --model gpt, named as Hugging Face's GPT2LMHeadModel: the
+    embedding table has vocab_padded rows (llm.c's padding), the head is
+    tied to it, and only the first vocab logits are predicted."""
+
+    def __init__(self, layers, heads, dim, context, vocab, vocab_padded):
+        super().__init__()
+        self.vocab = vocab
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab_padded, dim),
+            wpe=nn.Embedding(context, dim),
+            h=nn.ModuleList([GPT2Block(dim, heads, context) for _ in range(layers)]),
+            ln_f=nn.LayerNorm(dim, eps=1e-5)))
+        self.lm_head = nn.Linear(dim, vocab_padded, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight
+
+    def forward(self, idx):
+        t = self.transformer
+        x = t.wte(idx) + t.wpe(torch.arange(idx.shape[1]))
+        for block in t.h:
+            x = block(x)
+        return self.lm_head(t.ln_f(x))[..., : self.vocab]
+
+
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}
 NAMES = {v: k for k, v in DTYPES.items()}
 
@@ -146,6 +222,38 @@ def reference(name, module, init_args, x, labels):
     print(f"{name}: loss {loss.item():.6f}, {sum(p.numel() for p in module.parameters())} parameters")
 
 
+def reference_gpt(g):
+    """The GPT's reference: weights drawn here (train init is for the
+    models train can train yet), wider than GPT-2's 0.02 so every path
+    carries signal, a batch of 2 sequences of 16 tokens."""
+    cfg = dict(layers=2, heads=2, dim=16, context=16, vocab=61, vocab_padded=64)
+    module = GPT(**cfg)
+    init = {}
+    for k, p in module.named_parameters():
+        if k.endswith("ln_1.weight") or k.endswith("ln_2.weight") or k.endswith("ln_f.weight"):
+            v = 1 + 0.1 * torch.randn(p.shape, generator=g)
+        else:
+            v = 0.3 * torch.randn(p.shape, generator=g)
+        init[k] = v.float()
+    module.load_state_dict({**init, "lm_head.weight": init["transformer.wte.weight"]}, strict=True)
+    module = module.double().train()
+    x = torch.randint(0, cfg["vocab"], (2, cfg["context"]), generator=g)
+    labels = torch.randint(0, cfg["vocab"], (2, cfg["context"]), generator=g)
+    logits = module(x).reshape(-1, cfg["vocab"])
+    loss = F.cross_entropy(logits, labels.reshape(-1))
+    loss.backward()
+    out = {f"init.{k}": v for k, v in init.items()}
+    out["x"], out["labels"] = x, labels.reshape(-1)
+    out["loss"] = loss.detach().reshape(1)
+    out["logits"] = logits.detach().float()
+    for k, p in module.named_parameters():
+        out[f"grad.{k}"] = p.grad.detach().float()
+    model = {"kind": "gpt", "hidden": None, "input": [0, 0, 0], "classes": cfg["vocab"], "gpt": cfg}
+    write_safetensors(f"{OUT}/gpt.safetensors", out,
+                      {"model": json.dumps(model), "torch": torch.__version__, "made_by": "scripts/torch_reference.py"})
+    print(f"gpt: loss {loss.item():.6f}, {sum(p.numel() for p in module.parameters())} parameters")
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     g = torch.Generator().manual_seed(2026)
@@ -157,6 +265,7 @@ def main():
     x2 = torch.randn(8, 3, 16, 16, generator=g)
     y2 = torch.randint(0, 10, (8,), generator=g)
     reference("resnet8", ResNet(8, 3, 10), ["--model", "resnet", "--depth", "8", "--data", "synthetic", "--synthetic-shape", "3x16x16", "--seed", "4"], x2, y2)
+    reference_gpt(g)
 
 
 if __name__ == "__main__":

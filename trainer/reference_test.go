@@ -16,13 +16,15 @@ import (
 )
 
 // TestPyTorchReference compares one training-mode forward and backward of
-// train's CNN and ResNet-8 with PyTorch's (float64) on the same weights
-// and batch, written by scripts/torch_reference.py into testdata/: the
-// loss, the logits, every parameter gradient and the BatchNorm running
-// statistics after the forward, each within 1e-4 relative (to the
-// tensor's largest reference value).
+// train's CNN, ResNet-8 and a 2-layer GPT (2 heads, width 16, context 16,
+// batch 2, a vocabulary of 61 in a table of 64 rows) with PyTorch's
+// (float64) on the same weights and batch, written by
+// scripts/torch_reference.py into testdata/: the loss, the logits, every
+// parameter gradient and the BatchNorm running statistics after the
+// forward, each within 1e-4 relative (to the tensor's largest reference
+// value; NaN or Inf fails).
 func TestPyTorchReference(t *testing.T) {
-	for _, name := range []string{"cnn", "resnet8"} {
+	for _, name := range []string{"cnn", "resnet8", "gpt"} {
 		t.Run(name, func(t *testing.T) {
 			path := "../testdata/reference/" + name + ".safetensors"
 			buf, err := os.ReadFile(path)
@@ -57,16 +59,17 @@ func TestPyTorchReference(t *testing.T) {
 				}
 				copy(checkpoint.Bytes(tn.Of(buf)), get("init."+tn.Name).Data())
 			}
-			x := floats(get("x"))
+			x := floats(get("x")) // images, or token ids (int64) as float32
 			lv := get("labels").Data()
-			n := len(lv) / 8
-			labels := make([]int32, n)
+			rows := len(lv) / 8 // one label per position
+			labels := make([]int32, rows)
 			for i := range labels {
 				labels[i] = int32(binary.LittleEndian.Uint64(lv[8*i:]))
 			}
+			n := rows / m.Positions()
 			clear(p.Grad)
 			logits := m.Forward(x, n)
-			loss, _ := model.SoftmaxCrossEntropy(m.LossGrad(n), logits, labels, n, cfg.Classes)
+			loss, _ := model.SoftmaxCrossEntropy(m.LossGrad(n), logits, labels, rows, cfg.Classes)
 			m.Backward(n)
 
 			wantLoss := math.Float64frombits(binary.LittleEndian.Uint64(get("loss").Data()))
@@ -93,6 +96,13 @@ func TestPyTorchReference(t *testing.T) {
 
 func floats(v safetensors.TensorView) []float32 {
 	d := v.Data()
+	if v.DType() == safetensors.I64 {
+		out := make([]float32, len(d)/8)
+		for i := range out {
+			out[i] = float32(int64(binary.LittleEndian.Uint64(d[8*i:])))
+		}
+		return out
+	}
 	out := make([]float32, len(d)/4)
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:]))

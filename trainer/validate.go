@@ -23,10 +23,16 @@ func (c *Config) Validate() error {
 	return err
 }
 
+// trainable are the models the trainer feeds (gpt's token batches are to come).
+var trainable = []string{"mlp", "cnn", "resnet"}
+
 // Validate checks the model options.
 func (m *ModelOptions) Validate() error {
+	if m.Kind == "gpt" {
+		return fmt.Errorf("--model gpt: the model and its tokens are built (package model, train tokenize) but training them is not yet (issue 15); train mlp, cnn or resnet")
+	}
 	if !slices.Contains(model.Kinds, m.Kind) {
-		return fmt.Errorf("unknown model %q: choose %s", m.Kind, orList(model.Kinds))
+		return fmt.Errorf("unknown model %q: choose %s", m.Kind, orList(trainable))
 	}
 	for _, h := range m.Hidden {
 		if h <= 0 {

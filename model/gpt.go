@@ -1,0 +1,177 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+)
+
+// GPTBlock is GPT-2's pre-LayerNorm transformer block (Hugging Face's
+// GPT2Block): x1 = x + attn(ln_1(x)); y = x1 + mlp(ln_2(x1)), the MLP
+// being c_fc (C -> 4C), GELU, c_proj (4C -> C). It keeps its intermediate
+// activations for the largest batch seen, as BasicBlock does.
+type GPTBlock struct {
+	ln1, ln2       *LayerNorm
+	attn           *Attention
+	fc, proj       *Conv1D
+	gelu           *GELU
+	t, c           int
+	a1, at, x1, a2 []float32 // (n, T, C)
+	hid, g         []float32 // (n, T, 4C)
+	d1, d2, dh, dg []float32 // gradient scratch
+	batch          int
+}
+
+// NewGPTBlock registers block prefix's parameters (prefix.ln_1, .attn,
+// .ln_2, .mlp.c_fc, .mlp.c_proj); projStd initialises the two residual
+// projections.
+func NewGPTBlock(p *Params, prefix string, t, c, heads int, projStd float64) *GPTBlock {
+	b := &GPTBlock{t: t, c: c}
+	b.ln1 = NewLayerNorm(p, prefix+".ln_1", c, t)
+	b.attn = NewAttention(p, prefix+".attn", t, c, heads, projStd)
+	b.ln2 = NewLayerNorm(p, prefix+".ln_2", c, t)
+	b.fc = NewConv1D(p, prefix+".mlp.c_fc", c, 4*c, t, 0.02)
+	b.gelu = NewGELU(4 * c * t)
+	b.proj = NewConv1D(p, prefix+".mlp.c_proj", 4*c, c, t, projStd)
+	return b
+}
+
+func (b *GPTBlock) InSize() int  { return b.t * b.c }
+func (b *GPTBlock) OutSize() int { return b.t * b.c }
+
+func (b *GPTBlock) init(rng *rand.Rand) {
+	for _, l := range []initializer{b.ln1, b.attn.cAttn, b.attn.cProj, b.ln2, b.fc, b.proj} {
+		l.init(rng)
+	}
+}
+
+func (b *GPTBlock) ensure(n int) {
+	if n <= b.batch {
+		return
+	}
+	b.batch = n
+	tc := n * b.t * b.c
+	b.a1, b.at, b.x1, b.a2 = make([]float32, tc), make([]float32, tc), make([]float32, tc), make([]float32, tc)
+	b.hid, b.g = make([]float32, 4*tc), make([]float32, 4*tc)
+	b.d1, b.d2, b.dh, b.dg = make([]float32, tc), make([]float32, tc), make([]float32, 4*tc), make([]float32, 4*tc)
+}
+
+// Forward: x and y are (n, T, C).
+func (b *GPTBlock) Forward(y, x []float32, n int) {
+	b.ensure(n)
+	tc := n * b.t * b.c
+	b.ln1.Forward(b.a1, x, n)
+	b.attn.Forward(b.at, b.a1, n)
+	for i := range tc {
+		b.x1[i] = x[i] + b.at[i]
+	}
+	b.ln2.Forward(b.a2, b.x1, n)
+	b.fc.Forward(b.hid, b.a2, n)
+	b.gelu.Forward(b.g, b.hid, n)
+	b.proj.Forward(y, b.g, n)
+	for i := range tc {
+		y[i] += b.x1[i]
+	}
+}
+
+// Backward: the residual paths carry dy through; each branch adds its own.
+func (b *GPTBlock) Backward(dx, dy, x, _ []float32, n int) {
+	tc := n * b.t * b.c
+	d1, d2 := b.d1[:tc], b.d2[:tc] // d1: the gradient of x1
+	b.proj.Backward(b.dg, dy, b.g, nil, n)
+	b.gelu.Backward(b.dh, b.dg, b.hid, nil, n)
+	b.fc.Backward(d2, b.dh, b.a2, nil, n)
+	b.ln2.Backward(d1, d2, b.x1, nil, n)
+	for i := range tc {
+		d1[i] += dy[i]
+	}
+	b.attn.Backward(d2, d1, b.a1, nil, n)
+	if dx == nil {
+		b.ln1.Backward(nil, d2, x, nil, n)
+		return
+	}
+	b.ln1.Backward(dx, d2, x, nil, n)
+	for i := range tc {
+		dx[i] += d1[i]
+	}
+}
+
+func (b *GPTBlock) flops() (fwd, dw, dx int64) {
+	for _, l := range []flopCounter{b.attn, b.fc, b.proj} {
+		f, w, x := l.flops()
+		fwd, dw, dx = fwd+f, dw+w, dx+x
+	}
+	return fwd, dw, dx
+}
+
+// GPT sizes. Vocab is the tokenizer's (50257 for GPT-2's BPE, 256 for
+// bytes); the embedding table has VocabPadded rows (llm.c pads 50257 to
+// 50304 for the GEMMs), of which only the first Vocab are ever used or
+// predicted.
+type GPTConfig struct {
+	Layers      int `json:"layers"`
+	Heads       int `json:"heads"`
+	Dim         int `json:"dim"`
+	Context     int `json:"context"`
+	Vocab       int `json:"vocab"`
+	VocabPadded int `json:"vocab_padded"`
+}
+
+// GPTPresets are GPT-2's published sizes (context 1024, GPT-2's BPE).
+var GPTPresets = map[string]GPTConfig{
+	"gpt2":        {Layers: 12, Heads: 12, Dim: 768, Context: 1024},
+	"gpt2-medium": {Layers: 24, Heads: 16, Dim: 1024, Context: 1024},
+	"gpt2-large":  {Layers: 36, Heads: 20, Dim: 1280, Context: 1024},
+	"gpt2-xl":     {Layers: 48, Heads: 25, Dim: 1600, Context: 1024},
+}
+
+// PadVocab is llm.c's padded vocabulary: the next multiple of 128 (50257
+// -> 50304); small vocabularies are left as they are.
+func PadVocab(v int) int {
+	if v < 1024 {
+		return v
+	}
+	return (v + 127) / 128 * 128
+}
+
+// Validate checks the sizes.
+func (g GPTConfig) Validate() error {
+	switch {
+	case g.Layers < 1 || g.Heads < 1 || g.Dim < 1 || g.Context < 1:
+		return fmt.Errorf("--layers %d --heads %d --dim %d --context %d: all must be positive", g.Layers, g.Heads, g.Dim, g.Context)
+	case g.Dim%g.Heads != 0:
+		return fmt.Errorf("--heads %d does not divide --dim %d: each head takes dim/heads columns", g.Heads, g.Dim)
+	case g.Vocab < 1 || g.VocabPadded < g.Vocab:
+		return fmt.Errorf("vocabulary %d (padded %d): want a positive vocabulary, padded to at least itself", g.Vocab, g.VocabPadded)
+	}
+	return nil
+}
+
+// buildGPT is GPT-2 (Radford et al. 2019) as Hugging Face's
+// GPT2LMHeadModel names it: transformer.wte and .wpe, blocks
+// transformer.h.0 .. h.L-1, transformer.ln_f, and the head tied to wte.
+// A sample is Context token ids; its output the logits of every position
+// (Context, Vocab): Positions() rows of Classes() each.
+func (m *Model) buildGPT() error {
+	g := m.Config.GPT
+	if g == nil {
+		return fmt.Errorf("model: gpt without sizes")
+	}
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	p := m.Params
+	t, c := g.Context, g.Dim
+	emb := NewEmbedding(p, "transformer", g.VocabPadded, t, c)
+	m.add(emb, 0)
+	proj := 0.02 / math.Sqrt(float64(2*g.Layers))
+	for i := range g.Layers {
+		before := p.Len()
+		m.add(NewGPTBlock(p, fmt.Sprintf("transformer.h.%d", i), t, c, g.Heads, proj), before)
+	}
+	before := p.Len()
+	m.add(NewLayerNorm(p, "transformer.ln_f", c, t), before)
+	m.add(NewTiedHead(emb, c, g.Vocab, t), p.Len())
+	m.positions = t
+	return nil
+}

@@ -1,0 +1,285 @@
+package model
+
+// The layers of the GPT-2 family (gpt.go), named and laid out as Hugging
+// Face's GPT2LMHeadModel: token and position embeddings, LayerNorm, the
+// Conv1D linear maps (weights stored in x out), GELU (tanh approximation)
+// and the head tied to the token embedding. Activations are rows of C
+// values, one per position: a sample of T positions is (T, C).
+
+import (
+	"math"
+	"math/rand/v2"
+)
+
+// Embedding is GPT-2's input: token embedding wte (vocab rows, C) plus
+// position embedding wpe (T, C). Its input is T token ids per sample as
+// float32 (exact below 2^24), its output (T, C). Ids are checked by the
+// data reader (below the vocabulary); a bad one would index out of range.
+type Embedding struct {
+	p          *Params
+	WTE, WPE   Tensor
+	t, c, rows int // positions, width, wte's rows (the padded vocabulary)
+}
+
+// NewEmbedding registers prefix.wte.weight (rows, c) and prefix.wpe.weight
+// (t, c).
+func NewEmbedding(p *Params, prefix string, rows, t, c int) *Embedding {
+	return &Embedding{p: p, WTE: p.Add(prefix+".wte.weight", rows, c), WPE: p.Add(prefix+".wpe.weight", t, c), t: t, c: c, rows: rows}
+}
+
+func (e *Embedding) InSize() int  { return e.t }
+func (e *Embedding) OutSize() int { return e.t * e.c }
+
+// init draws both from N(0, 0.02), GPT-2's initializer_range.
+func (e *Embedding) init(rng *rand.Rand) {
+	normal(rng, e.WTE.Of(e.p.Data), 0.02)
+	normal(rng, e.WPE.Of(e.p.Data), 0.02)
+}
+
+// Forward: y[s,t,:] = wte[x[s,t]] + wpe[t].
+func (e *Embedding) Forward(y, x []float32, n int) {
+	wte, wpe, c := e.WTE.Of(e.p.Data), e.WPE.Of(e.p.Data), e.c
+	for s := range n {
+		for t := range e.t {
+			id := int(x[s*e.t+t])
+			row, tok, pos := y[(s*e.t+t)*c:][:c], wte[id*c:][:c], wpe[t*c:][:c]
+			for j := range c {
+				row[j] = tok[j] + pos[j]
+			}
+		}
+	}
+}
+
+// Backward adds dy into the rows of the tokens and positions used; there
+// is no input gradient (token ids).
+func (e *Embedding) Backward(_, dy, x, _ []float32, n int) {
+	dwte, dwpe, c := e.WTE.Of(e.p.Grad), e.WPE.Of(e.p.Grad), e.c
+	for s := range n {
+		for t := range e.t {
+			id := int(x[s*e.t+t])
+			d, tok, pos := dy[(s*e.t+t)*c:][:c], dwte[id*c:][:c], dwpe[t*c:][:c]
+			for j := range c {
+				tok[j] += d[j]
+				pos[j] += d[j]
+			}
+		}
+	}
+}
+
+// normal fills v from N(0, std).
+func normal(rng *rand.Rand, v []float32, std float64) {
+	for i := range v {
+		v[i] = float32(rng.NormFloat64() * std)
+	}
+}
+
+// LayerNorm is torch.nn.LayerNorm(c, eps=1e-5) over rows of c values:
+// y = (x - mean) / sqrt(var + eps) * weight + bias, var biased. It keeps
+// nothing between Forward and Backward: backward recomputes each row's
+// mean and deviation from x (one pass over c values).
+type LayerNorm struct {
+	p      *Params
+	W, B   Tensor
+	c, per int // width, rows per sample
+}
+
+const lnEps = 1e-5
+
+// NewLayerNorm registers prefix.weight and prefix.bias (c) for samples of
+// per rows.
+func NewLayerNorm(p *Params, prefix string, c, per int) *LayerNorm {
+	return &LayerNorm{p: p, W: p.Add(prefix+".weight", c), B: p.Add(prefix+".bias", c), c: c, per: per}
+}
+
+func (l *LayerNorm) InSize() int  { return l.c * l.per }
+func (l *LayerNorm) OutSize() int { return l.c * l.per }
+
+func (l *LayerNorm) init(*rand.Rand) {
+	w := l.W.Of(l.p.Data)
+	for i := range w {
+		w[i] = 1
+	}
+	clear(l.B.Of(l.p.Data))
+}
+
+// stats is a row's mean and 1/sqrt(var + eps), summed in float64.
+func (l *LayerNorm) stats(x []float32) (mean, rstd float64) {
+	var s, s2 float64
+	for _, v := range x {
+		s += float64(v)
+	}
+	mean = s / float64(len(x))
+	for _, v := range x {
+		d := float64(v) - mean
+		s2 += d * d
+	}
+	return mean, 1 / math.Sqrt(s2/float64(len(x))+lnEps)
+}
+
+// Forward: x and y are (n*per, c).
+func (l *LayerNorm) Forward(y, x []float32, n int) {
+	w, b, c := l.W.Of(l.p.Data), l.B.Of(l.p.Data), l.c
+	for r := range n * l.per {
+		xr, yr := x[r*c:][:c], y[r*c:][:c]
+		mean, rstd := l.stats(xr)
+		for j, v := range xr {
+			yr[j] = float32((float64(v)-mean)*rstd)*w[j] + b[j]
+		}
+	}
+}
+
+// Backward: with xhat = (x - mean) rstd and g = dy weight,
+// dx = rstd (g - mean(g) - xhat mean(g xhat)); dweight += dy xhat;
+// dbias += dy.
+func (l *LayerNorm) Backward(dx, dy, x, _ []float32, n int) {
+	w, dw, db, c := l.W.Of(l.p.Data), l.W.Of(l.p.Grad), l.B.Of(l.p.Grad), l.c
+	for r := range n * l.per {
+		xr, dyr := x[r*c:][:c], dy[r*c:][:c]
+		mean, rstd := l.stats(xr)
+		var mg, mgx float64
+		for j, v := range xr {
+			xh := (float64(v) - mean) * rstd
+			g := float64(dyr[j]) * float64(w[j])
+			mg += g
+			mgx += g * xh
+			dw[j] += float32(float64(dyr[j]) * xh)
+			db[j] += dyr[j]
+		}
+		mg /= float64(c)
+		mgx /= float64(c)
+		if dx == nil {
+			continue
+		}
+		dxr := dx[r*c:][:c]
+		for j, v := range xr {
+			xh := (float64(v) - mean) * rstd
+			dxr[j] = float32(rstd * (float64(dyr[j])*float64(w[j]) - mg - xh*mgx))
+		}
+	}
+}
+
+// Conv1D is Hugging Face's Conv1D, GPT-2's linear map: y = x W + b with W
+// stored (in, out), the transpose of torch.nn.Linear's layout.
+type Conv1D struct {
+	p            *Params
+	W, B         Tensor
+	in, out, per int
+	std          float64 // initialisation: N(0, std), bias 0
+}
+
+// NewConv1D registers prefix.weight (in, out) and prefix.bias (out) for
+// samples of per rows, initialised from N(0, std).
+func NewConv1D(p *Params, prefix string, in, out, per int, std float64) *Conv1D {
+	return &Conv1D{p: p, W: p.Add(prefix+".weight", in, out), B: p.Add(prefix+".bias", out), in: in, out: out, per: per, std: std}
+}
+
+func (l *Conv1D) InSize() int  { return l.in * l.per }
+func (l *Conv1D) OutSize() int { return l.out * l.per }
+
+func (l *Conv1D) init(rng *rand.Rand) {
+	normal(rng, l.W.Of(l.p.Data), l.std)
+	clear(l.B.Of(l.p.Data))
+}
+
+// Forward: x is (rows, in), y (rows, out).
+func (l *Conv1D) Forward(y, x []float32, n int) {
+	rows := n * l.per
+	b := l.B.Of(l.p.Data)
+	for r := range rows {
+		copy(y[r*l.out:(r+1)*l.out], b)
+	}
+	sgemm(false, false, rows, l.out, l.in, 1, x, l.in, l.W.Of(l.p.Data), l.out, 1, y, l.out)
+}
+
+// Backward: dW += x^T dy, db += column sums of dy, dx = dy W^T.
+func (l *Conv1D) Backward(dx, dy, x, _ []float32, n int) {
+	rows := n * l.per
+	sgemm(true, false, l.in, l.out, rows, 1, x, l.in, dy, l.out, 1, l.W.Of(l.p.Grad), l.out)
+	db := l.B.Of(l.p.Grad)
+	for r := range rows {
+		for j, v := range dy[r*l.out : (r+1)*l.out] {
+			db[j] += v
+		}
+	}
+	if dx != nil {
+		sgemm(false, true, rows, l.in, l.out, 1, dy, l.out, l.W.Of(l.p.Data), l.out, 0, dx, l.in)
+	}
+}
+
+func (l *Conv1D) flops() (fwd, dw, dx int64) {
+	f := 2 * int64(l.in) * int64(l.out) * int64(l.per)
+	return f, f, f
+}
+
+// GELU is GPT-2's activation, the tanh approximation (torch's
+// gelu(approximate="tanh")): y = x/2 (1 + tanh(k (x + 0.044715 x^3))),
+// k = sqrt(2/pi).
+type GELU struct{ size int }
+
+// NewGELU returns a GELU over size values per sample.
+func NewGELU(size int) *GELU { return &GELU{size} }
+
+func (g *GELU) InSize() int  { return g.size }
+func (g *GELU) OutSize() int { return g.size }
+
+var geluK = math.Sqrt(2 / math.Pi)
+
+func (g *GELU) Forward(y, x []float32, n int) {
+	for i, v := range x[:n*g.size] {
+		u := float64(v)
+		y[i] = float32(0.5 * u * (1 + math.Tanh(geluK*(u+0.044715*u*u*u))))
+	}
+}
+
+// Backward: dy times d/dx, with th = tanh(k (x + 0.044715 x^3)):
+// (1 + th)/2 + x/2 (1 - th^2) k (1 + 3 0.044715 x^2).
+func (g *GELU) Backward(dx, dy, x, _ []float32, n int) {
+	if dx == nil {
+		return
+	}
+	for i, v := range x[:n*g.size] {
+		u := float64(v)
+		th := math.Tanh(geluK * (u + 0.044715*u*u*u))
+		d := 0.5*(1+th) + 0.5*u*(1-th*th)*geluK*(1+3*0.044715*u*u)
+		dx[i] = float32(float64(dy[i]) * d)
+	}
+}
+
+// TiedHead is GPT-2's language-model head: logits = x wte^T over the first
+// vocab rows of the token embedding (the rows past it pad the table for
+// speed, as llm.c's 50304, and are never predicted). It owns no
+// parameters: its gradient goes into wte's.
+type TiedHead struct {
+	e        *Embedding
+	c, vocab int
+	per      int
+}
+
+// NewTiedHead predicts vocab tokens from e's table, for samples of per
+// rows of c values.
+func NewTiedHead(e *Embedding, c, vocab, per int) *TiedHead {
+	return &TiedHead{e: e, c: c, vocab: vocab, per: per}
+}
+
+func (h *TiedHead) InSize() int  { return h.c * h.per }
+func (h *TiedHead) OutSize() int { return h.vocab * h.per }
+
+// Forward: x (rows, c), logits (rows, vocab).
+func (h *TiedHead) Forward(y, x []float32, n int) {
+	wte := h.e.WTE.Of(h.e.p.Data)
+	sgemm(false, true, n*h.per, h.vocab, h.c, 1, x, h.c, wte, h.c, 0, y, h.vocab)
+}
+
+// Backward: dwte[:vocab] += dlogits^T x; dx = dlogits wte[:vocab].
+func (h *TiedHead) Backward(dx, dy, x, _ []float32, n int) {
+	rows := n * h.per
+	sgemm(true, false, h.vocab, h.c, rows, 1, dy, h.vocab, x, h.c, 1, h.e.WTE.Of(h.e.p.Grad), h.c)
+	if dx != nil {
+		sgemm(false, false, rows, h.c, h.vocab, 1, dy, h.vocab, h.e.WTE.Of(h.e.p.Data), h.c, 0, dx, h.c)
+	}
+}
+
+func (h *TiedHead) flops() (fwd, dw, dx int64) {
+	f := 2 * int64(h.c) * int64(h.vocab) * int64(h.per)
+	return f, f, f
+}
