@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"train/gpu"
+	"train/model"
 	"train/mpi"
 	"train/trainer"
 )
@@ -26,9 +27,14 @@ const (
 )
 
 var (
-	modelFlag   = &cli.StringFlag{Name: "model", Value: "mlp", Usage: "network to train: mlp, cnn or resnet", EnvVars: env("MODEL"), Category: catModel}
+	modelFlag   = &cli.StringFlag{Name: "model", Value: "mlp", Usage: "network to train: mlp, cnn, resnet, gpt (--layers --heads --dim --context), or a GPT-2 size: gpt2, gpt2-medium, gpt2-large, gpt2-xl", EnvVars: env("MODEL"), Category: catModel}
 	hiddenFlag  = &cli.IntSliceFlag{Name: "hidden", Value: cli.NewIntSlice(256), Usage: "MLP hidden layer sizes, comma-separated", EnvVars: env("HIDDEN"), Category: catModel}
 	depthFlag   = &cli.IntFlag{Name: "depth", Value: 20, Usage: "ResNet depth, 6n+2: 20, 32, 44, 56, 110", EnvVars: env("DEPTH"), Category: catModel}
+	layersFlag  = &cli.IntFlag{Name: "layers", Value: 6, Usage: "gpt: transformer blocks", EnvVars: env("LAYERS"), Category: catModel}
+	headsFlag   = &cli.IntFlag{Name: "heads", Value: 6, Usage: "gpt: attention heads (dividing --dim)", EnvVars: env("HEADS"), Category: catModel}
+	dimFlag     = &cli.IntFlag{Name: "dim", Value: 384, Usage: "gpt: width of the residual stream", EnvVars: env("DIM"), Category: catModel}
+	contextFlag = &cli.IntFlag{Name: "context", Value: 256, Usage: "gpt: tokens per sample (positions)", EnvVars: env("CONTEXT"), Category: catModel}
+	vocabFlag   = &cli.IntFlag{Name: "vocab", Value: 0, Usage: "gpt: the vocabulary's size (0: the shards' tokenizer.json, GPT-2's 50257 without one)", EnvVars: env("VOCAB"), Category: catModel}
 	dataFlag    = &cli.StringFlag{Name: "data", Value: "/usr/share/datasets/fashion-mnist", Usage: "dataset: a directory of MNIST-format IDX files (raw or .gz) or of CIFAR-10 binary batches, or \"synthetic\"", EnvVars: env("DATA"), Category: catModel}
 	synShape    = &cli.StringFlag{Name: "synthetic-shape", Value: "3x32x32", Usage: "--data synthetic: image shape CxHxW", EnvVars: env("SYNTHETIC_SHAPE"), Category: catModel}
 	synSamples  = &cli.IntFlag{Name: "synthetic-samples", Value: 50000, Usage: "--data synthetic: training samples (the test set is a tenth)", EnvVars: env("SYNTHETIC_SAMPLES"), Category: catModel}
@@ -102,7 +108,7 @@ var (
 )
 
 var trainFlags = append([]cli.Flag{
-	modelFlag, hiddenFlag, depthFlag, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
+	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
 	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout,
@@ -130,7 +136,8 @@ func gpuLibraries(c *cli.Context) gpu.Libraries {
 // MPI starts.
 func trainConfig(c *cli.Context) (trainer.Config, error) {
 	cfg := trainer.Config{
-		Model: trainer.ModelOptions{Kind: c.String(modelFlag.Name), Hidden: c.IntSlice(hiddenFlag.Name), Depth: c.Int(depthFlag.Name)},
+		Model: trainer.ModelOptions{Kind: c.String(modelFlag.Name), Hidden: c.IntSlice(hiddenFlag.Name), Depth: c.Int(depthFlag.Name),
+			Layers: c.Int(layersFlag.Name), Heads: c.Int(headsFlag.Name), Dim: c.Int(dimFlag.Name), Context: c.Int(contextFlag.Name), Vocab: c.Int(vocabFlag.Name)},
 		Data: trainer.DataOptions{Dir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
 			CropPad: c.Int(cropPadFlag.Name), BatchSize: c.Int(batchFlag.Name), EvalBatch: c.Int(evalBatch.Name)},
 		Optim: trainer.OptimOptions{Optimizer: c.String(optFlag.Name), LR: c.Float64(lrFlag.Name), Schedule: c.String(schedFlag.Name),
@@ -164,6 +171,20 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 	for _, f := range trainFlags {
 		if n := f.Names()[0]; c.IsSet(n) { // on the command line or in its TRAIN_* variable
 			cfg.Set[n] = true
+		}
+	}
+	// A GPT-2 size is gpt with its sizes; options given beside it win.
+	if p, ok := model.GPTPresets[cfg.Model.Kind]; ok {
+		m := &cfg.Model
+		m.Kind = "gpt"
+		for _, s := range []struct {
+			flag string
+			dst  *int
+			v    int
+		}{{"layers", &m.Layers, p.Layers}, {"heads", &m.Heads, p.Heads}, {"dim", &m.Dim, p.Dim}, {"context", &m.Context, p.Context}} {
+			if !cfg.Set[s.flag] {
+				*s.dst = s.v
+			}
 		}
 	}
 	if len(errs) > 0 {

@@ -94,9 +94,8 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	perStep := t[0] / float64(sb.Steps)
 	sps := float64(b*w.Size()) / perStep
 	perRank := sps * float64(flops) / float64(w.Size()) / 1e9
-	d := s.Data()
-	fmt.Fprintf(out, "# train bench step: %s, %d parameters, %.1f MFLOP (GEMM) per training sample, %dx%dx%d inputs (%s)\n",
-		cfg.ModelName(), s.Model.Params.Len(), float64(flops)/1e6, d.C, d.H, d.W, d.Name)
+	fmt.Fprintf(out, "# train bench step: %s, %d parameters, %.1f MFLOP (GEMM) per training sample; %s\n",
+		cfg.ModelName(), s.Model.Params.Len(), float64(flops)/1e6, s.Data())
 	fmt.Fprintf(out, "# %d rank(s) x batch %d, %s, allreduce %s, batchnorm %s; %d warm-up + %d timed steps\n",
 		w.Size(), b, s.Describe(), cfg.Dist.Allreduce, cfg.Dist.BN, sb.Warmup, sb.Steps)
 	fmt.Fprintf(out, "# %s on every rank at once: %.1f GFLOP/s per rank (slowest %.1f)\n", yard, sgemm, gemmMin[0])

@@ -179,3 +179,34 @@ func LoadTokens(dir string, vocab int) (*Tokens, error) {
 func ShardName(name, split string, k int) string {
 	return fmt.Sprintf("%s_%s_%06d.bin", strings.ReplaceAll(name, "_", "-"), split, k)
 }
+
+// Windows are a token sequence's samples for a language model: window k
+// is the T tokens from k*T on and, as its targets, the T tokens after
+// each (so windows overlap by the one token that is the last one's
+// target). Every token is an input once per pass; the sampler permutes
+// window numbers per epoch, as it permutes images.
+type Windows struct {
+	Tokens []uint16
+	T      int
+}
+
+// Len is the number of whole windows.
+func (w Windows) Len() int {
+	if w.T <= 0 || len(w.Tokens) <= w.T {
+		return 0
+	}
+	return (len(w.Tokens) - 1) / w.T
+}
+
+// Batch writes windows idx as inputs x (len(idx), T) token ids as float32
+// and targets y (len(idx), T).
+func (w Windows) Batch(x []float32, y []int32, idx []int) {
+	t := w.T
+	for s, k := range idx {
+		in := w.Tokens[k*t : k*t+t+1]
+		for j := range t {
+			x[s*t+j] = float32(in[j])
+			y[s*t+j] = int32(in[j+1])
+		}
+	}
+}

@@ -129,3 +129,20 @@ func FuzzReadShard(f *testing.F) {
 		}
 	})
 }
+
+// TestWindows: window k is tokens k*T .. k*T+T-1 and its targets the next
+// ones; the last partial window is left out.
+func TestWindows(t *testing.T) {
+	w := Windows{Tokens: []uint16{10, 11, 12, 13, 14, 15, 16, 17}, T: 3}
+	if w.Len() != 2 {
+		t.Fatalf("Len %d, want 2 ((8-1)/3)", w.Len())
+	}
+	x, y := make([]float32, 6), make([]int32, 6)
+	w.Batch(x, y, []int{1, 0})
+	if !slices.Equal(x, []float32{13, 14, 15, 10, 11, 12}) || !slices.Equal(y, []int32{14, 15, 16, 11, 12, 13}) {
+		t.Errorf("x %v y %v", x, y)
+	}
+	if (Windows{Tokens: []uint16{1, 2, 3}, T: 3}).Len() != 0 {
+		t.Error("a window without its last target counted")
+	}
+}

@@ -23,8 +23,8 @@ func (s *Session) newBatches() *batches {
 		n = 2
 	}
 	for i := range n {
-		b.xs[i] = make([]float32, s.Cfg.Data.BatchSize*s.Train.SampleSize())
-		b.ys[i] = make([]int32, s.Cfg.Data.BatchSize)
+		b.xs[i] = make([]float32, s.Cfg.Data.BatchSize*s.trainSet.XSize())
+		b.ys[i] = make([]int32, s.Cfg.Data.BatchSize*s.trainSet.YSize())
 	}
 	return b
 }
@@ -52,7 +52,7 @@ func (b *batches) get(epoch, step int, order []int) ([]float32, []int32) {
 
 func (b *batches) build(k, epoch, step int, order []int) {
 	n := b.s.Cfg.Data.BatchSize
-	b.s.Train.BatchAugmented(b.xs[k], b.ys[k], order[step*n:(step+1)*n], b.s.augment, epoch)
+	b.s.trainSet.Batch(b.xs[k], b.ys[k], order[step*n:(step+1)*n], epoch)
 }
 
 // start builds batch step of epoch in the background.

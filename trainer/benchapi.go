@@ -2,8 +2,6 @@ package trainer
 
 import (
 	"time"
-
-	"train/data"
 )
 
 // What package bench's step and strategy benchmarks use of a Session: they
@@ -82,5 +80,5 @@ func (s *Session) ServedUpdates() float64 {
 	return 0
 }
 
-// Data is the training set (its name and shape, for a benchmark's header).
-func (s *Session) Data() *data.Dataset { return s.Train }
+// Data describes the data, for a benchmark's header.
+func (s *Session) Data() string { return s.dataName }

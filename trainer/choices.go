@@ -154,6 +154,20 @@ func ParseLRScaling(s string) (bool, error) {
 	return false, fmt.Errorf("--lr-scaling %q: choose none or linear", s)
 }
 
+func (a Augment) String() string {
+	switch {
+	case a.Auto:
+		return "auto"
+	case a.Crop && a.Flip:
+		return "crop,flip"
+	case a.Crop:
+		return "crop"
+	case a.Flip:
+		return "flip"
+	}
+	return "none"
+}
+
 // Augment is --augment: which training augmentations run.
 type Augment struct {
 	Auto       bool // crop and flip for the convolutional networks, nothing for the MLP

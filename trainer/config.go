@@ -35,9 +35,12 @@ type Config struct {
 
 // ModelOptions choose the network.
 type ModelOptions struct {
-	Kind   string // mlp, cnn or resnet (model.Build knows them)
+	Kind   string // mlp, cnn, resnet or gpt (model.Build knows them)
 	Hidden []int  // MLP hidden layer sizes
 	Depth  int    // ResNet depth, 6n+2
+	// gpt (a preset such as --model gpt2 fills them in): blocks, heads,
+	// width, context; Vocab > 0 overrides the tokens' vocabulary.
+	Layers, Heads, Dim, Context, Vocab int
 }
 
 // DataOptions choose the data and how it is batched.
@@ -127,12 +130,17 @@ type CheckpointOptions struct {
 	Resume bool
 }
 
-// ModelName names the network for logs: the model, with ResNet's depth.
+// ModelName names the network for logs: the model, with ResNet's depth
+// or the GPT's sizes.
 func (c *Config) ModelName() string {
-	if c.Model.Kind == "resnet" {
-		return fmt.Sprintf("resnet-%d", c.Model.Depth)
+	m := &c.Model
+	switch m.Kind {
+	case "resnet":
+		return fmt.Sprintf("resnet-%d", m.Depth)
+	case "gpt":
+		return fmt.Sprintf("gpt (%d layers, %d heads, dim %d, context %d)", m.Layers, m.Heads, m.Dim, m.Context)
 	}
-	return c.Model.Kind
+	return m.Kind
 }
 
 // trainers is how many of size ranks train: all but the parameter servers
@@ -161,7 +169,8 @@ func (o *OptimOptions) optimConfig() optim.Config {
 func (c *Config) augment() (crop, flip bool) {
 	a := c.Data.Augment
 	if a.Auto {
-		return c.Model.Kind != "mlp", c.Model.Kind != "mlp"
+		images := c.Model.Kind == "cnn" || c.Model.Kind == "resnet"
+		return images, images
 	}
 	return a.Crop, a.Flip
 }

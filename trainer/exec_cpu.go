@@ -15,7 +15,6 @@ type cpuExecutor struct {
 	opt         optim.Optimizer
 	blas        string
 	logits      []float32
-	y           []int32
 	loss        float64
 	correct, nb int
 }
@@ -26,11 +25,13 @@ func newCPUExecutor(s *Session) (Executor, error) {
 
 func (e *cpuExecutor) ZeroGrad() { clear(e.m.Params.Grad) }
 
+// Forward: y holds a label per position of every sample (one for an
+// image, context for gpt); the loss is the mean over them all.
 func (e *cpuExecutor) Forward(x []float32, y []int32) error {
-	b := len(y)
+	b := len(y) / e.m.Positions()
 	e.nb = b
 	e.logits = e.m.Forward(x, b)
-	e.loss, e.correct = model.SoftmaxCrossEntropy(e.m.LossGrad(b), e.logits, y, b, e.m.Classes())
+	e.loss, e.correct = model.SoftmaxCrossEntropy(e.m.LossGrad(b), e.logits, y, len(y), e.m.Classes())
 	return nil
 }
 
@@ -61,7 +62,8 @@ func (e *cpuExecutor) Result() (float64, int, error) { return e.loss, e.correct,
 
 func (e *cpuExecutor) Evaluate(x []float32, y []int32, n int) (float64, int, error) {
 	logits := e.m.Forward(x, n)
-	loss, correct := model.SoftmaxCrossEntropy(nil, logits, y, n, e.m.Classes())
+	rows := n * e.m.Positions()
+	loss, correct := model.SoftmaxCrossEntropy(nil, logits, y[:rows], rows, e.m.Classes())
 	return loss, correct, nil
 }
 

@@ -3,6 +3,7 @@ package trainer
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -49,8 +50,13 @@ func (h *reportHook) Epoch(e *EpochEvent) {
 	if !e.Done {
 		what = "stopped"
 	}
-	h.rep.say("epoch %d/%d %s step %d: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s\n",
-		e.Epoch, h.s.Cfg.Optim.Epochs, what, e.Step, e.TrainLoss, 100*e.TrainAccuracy, e.TestLoss, 100*e.TestAcc, e.Took.Seconds())
+	if h.s.Model.Positions() > 1 { // a language model: the validation split, its perplexity, next-token accuracy
+		h.rep.say("epoch %d/%d %s step %d: train loss %.4f acc %.2f%%, val loss %.4f (perplexity %.2f) acc %.2f%%, %.1f s\n",
+			e.Epoch, h.s.Cfg.Optim.Epochs, what, e.Step, e.TrainLoss, 100*e.TrainAccuracy, e.TestLoss, math.Exp(e.TestLoss), 100*e.TestAcc, e.Took.Seconds())
+	} else {
+		h.rep.say("epoch %d/%d %s step %d: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s\n",
+			e.Epoch, h.s.Cfg.Optim.Epochs, what, e.Step, e.TrainLoss, 100*e.TrainAccuracy, e.TestLoss, 100*e.TestAcc, e.Took.Seconds())
+	}
 	h.rep.record(runlog.Record{Type: "epoch", Epoch: e.Epoch, Step: e.Step,
 		TrainLoss: runlog.F(e.TrainLoss), TrainAccuracy: runlog.F(e.TrainAccuracy),
 		TestLoss: runlog.F(e.TestLoss), TestAccuracy: runlog.F(e.TestAcc), Seconds: runlog.F(e.Took.Seconds())})

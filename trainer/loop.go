@@ -89,8 +89,8 @@ func (s *Session) train() error {
 			if err != nil {
 				return err
 			}
-			win.add(loss, correct, b)
-			epoch.add(loss, correct, b)
+			win.add(loss, correct, b*s.Model.Positions())
+			epoch.add(loss, correct, b*s.Model.Positions())
 			win.steps, win.ran, win.stepTime = win.steps+1, win.ran+1, win.stepTime+took
 			// 4. The hooks.
 			ev := StepEvent{Step: st.Step, Epoch: st.Epoch + 1, Times: &t, Took: took, Wait: t.wait + waited, Samples: global,
@@ -299,20 +299,20 @@ func (s *Session) endEpoch(train *stats, took time.Duration) error {
 func (s *Session) evaluateTest() (stats, error) {
 	s.Model.Mode.Training = false
 	defer func() { s.Model.Mode.Training = true }()
-	idx := data.Shard(s.Test.N, s.W.Rank(), s.W.Size())
+	idx := data.Shard(s.testSet.Len(), s.W.Rank(), s.W.Size())
 	eb := s.Cfg.Data.EvalBatch
-	x := make([]float32, eb*s.Test.SampleSize())
-	y := make([]int32, eb)
+	x := make([]float32, eb*s.testSet.XSize())
+	y := make([]int32, eb*s.testSet.YSize())
 	var st stats
 	for lo := 0; lo < len(idx); lo += eb {
 		hi := min(lo+eb, len(idx))
 		n := hi - lo
-		s.Test.Batch(x, y, idx[lo:hi])
+		s.testSet.Batch(x, y, idx[lo:hi], 0)
 		loss, correct, err := s.exec.Evaluate(x, y, n)
 		if err != nil {
 			return st, err
 		}
-		st.add(loss, correct, n)
+		st.add(loss, correct, n*s.Model.Positions())
 	}
 	return st, nil
 }

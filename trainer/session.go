@@ -1,7 +1,6 @@
 package trainer
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,14 +25,16 @@ const SetupHint = "run scripts/setup.sh (it installs Debian's dataset-fashion-mn
 // Executor (the device's arithmetic), a Strategy (how replicas stay in
 // step) and Hooks (what watches the run).
 type Session struct {
-	W           *mpi.World // the ranks that train together (the workers, under parameter servers)
-	Cfg         Config
-	Train, Test *data.Dataset
-	Model       *model.Model
-	Opt         optim.Optimizer
-	Sched       optim.Schedule // over samples
-	Sampler     data.Sampler
-	State       checkpoint.State // the position; Params, Buffers and Optim alias the live buffers
+	W       *mpi.World // the ranks that train together (the workers, under parameter servers)
+	Cfg     Config
+	Model   *model.Model
+	Opt     optim.Optimizer
+	Sched   optim.Schedule // over samples
+	Sampler data.Sampler
+	State   checkpoint.State // the position; Params, Buffers and Optim alias the live buffers
+
+	trainSet, testSet source // what the run trains and evaluates on (source.go)
+	dataName          string // for the log
 
 	exec     Executor
 	strategy Strategy
@@ -172,33 +173,17 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 func (s *Session) build(r, d int) error {
 	c := &s.Cfg
 	s.blas = s.loadBLAS()
-	var err error
-	s.Train, s.Test, err = data.Load(data.Source{Dir: c.Data.Dir, SyntheticShape: c.Data.SyntheticShape, SyntheticSamples: max(c.Data.SyntheticSamples, 1), Seed: c.Optim.Seed})
-	if errors.Is(err, data.ErrNotFound) {
-		return fmt.Errorf("--data %s: %v: %s", c.Data.Dir, err, SetupHint)
-	}
-	if err != nil {
+	if err := s.load(); err != nil {
 		return err
 	}
-	crop, flip := c.augment()
-	s.augment = data.Augment{Flip: flip, Seed: c.Optim.Seed}
-	if crop {
-		s.augment.Pad = c.Data.CropPad
-	}
-	s.Model, err = model.Build(model.Config{Kind: c.Model.Kind, Hidden: c.Model.Hidden, Depth: c.Model.Depth,
-		Input: [3]int{s.Train.C, s.Train.H, s.Train.W}, Classes: s.Train.Classes})
-	if err != nil {
-		return err
-	}
-	if c.Model.Kind != "resnet" {
-		s.Model.Config.Depth = 0
-	}
-	s.Sampler = data.Sampler{N: s.Train.N, Batch: c.Data.BatchSize, Rank: min(r, d-1), Size: d, Seed: c.Optim.Seed}
+	n := s.trainSet.Len()
+	s.Sampler = data.Sampler{N: n, Batch: c.Data.BatchSize, Rank: min(r, d-1), Size: d, Seed: c.Optim.Seed}
 	spe := s.Sampler.StepsPerEpoch()
 	if spe == 0 {
 		return fmt.Errorf("--batch-size %d: each of the %d data-parallel ranks' shards holds %d of the %d training samples, fewer than one batch; lower --batch-size",
-			c.Data.BatchSize, d, s.Train.N/d, s.Train.N)
+			c.Data.BatchSize, d, n/d, n)
 	}
+	var err error
 	o := &c.Optim
 	lr := o.LR
 	if o.LinearScaling {

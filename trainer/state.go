@@ -111,7 +111,7 @@ func (s *Session) resumeSchedule(meta map[string]string, oldSize, oldBatch int) 
 		if oldSize <= 0 || oldBatch <= 0 {
 			return
 		}
-		spe := data.Sampler{N: s.Train.N, Batch: oldBatch, Size: oldSize}.StepsPerEpoch()
+		spe := data.Sampler{N: s.trainSet.Len(), Batch: oldBatch, Size: oldSize}.StepsPerEpoch()
 		plan = [4]int64{int64(c.WarmupSteps), int64(c.Epochs * spe), int64(c.StepEpochs * spe), int64(oldSize * oldBatch)}
 	}
 	s.Sched.Warmup, s.Sched.Total, s.Sched.StepSize, s.Sched.Batch = int(plan[0]), int(plan[1]), int(plan[2]), plan[3]
@@ -150,8 +150,8 @@ func (s *Session) broadcastState() error {
 // describeModel logs what is trained on what (rank 0).
 func (s *Session) describeModel() {
 	_, flops := s.Model.FLOPs()
-	s.rep.say("train: %s model, %d parameters, %.1f MFLOP per training sample; %s: %d training and %d test samples of %dx%dx%d\n",
-		s.Cfg.ModelName(), s.Model.Params.Len(), float64(flops)/1e6, s.Train.Name, s.Train.N, s.Test.N, s.Train.C, s.Train.H, s.Train.W)
+	s.rep.say("train: %s model, %d parameters, %.1f MFLOP per training sample; %s\n",
+		s.Cfg.ModelName(), s.Model.Params.Len(), float64(flops)/1e6, s.dataName)
 }
 
 // describe logs how the job trains (rank 0 of the trainers).

@@ -23,16 +23,20 @@ func (c *Config) Validate() error {
 	return err
 }
 
-// trainable are the models the trainer feeds (gpt's token batches are to come).
-var trainable = []string{"mlp", "cnn", "resnet"}
-
 // Validate checks the model options.
 func (m *ModelOptions) Validate() error {
-	if m.Kind == "gpt" {
-		return fmt.Errorf("--model gpt: the model and its tokens are built (package model, train tokenize) but training them is not yet (issue 15); train mlp, cnn or resnet")
-	}
 	if !slices.Contains(model.Kinds, m.Kind) {
-		return fmt.Errorf("unknown model %q: choose %s", m.Kind, orList(trainable))
+		return fmt.Errorf("unknown model %q: choose %s (or a GPT-2 preset: gpt2, gpt2-medium, gpt2-large, gpt2-xl)", m.Kind, orList(model.Kinds))
+	}
+	if m.Kind == "gpt" {
+		switch {
+		case m.Layers < 1 || m.Heads < 1 || m.Dim < 1 || m.Context < 1:
+			return fmt.Errorf("--layers %d --heads %d --dim %d --context %d: all must be positive", m.Layers, m.Heads, m.Dim, m.Context)
+		case m.Dim%m.Heads != 0:
+			return fmt.Errorf("--heads %d does not divide --dim %d: each head takes dim/heads columns", m.Heads, m.Dim)
+		case m.Vocab < 0 || m.Vocab > 1<<16:
+			return fmt.Errorf("--vocab %d: between 1 and 65536 (token shards hold uint16), or 0 for the shards' own", m.Vocab)
+		}
 	}
 	for _, h := range m.Hidden {
 		if h <= 0 {
@@ -155,6 +159,12 @@ var usedBy = []struct {
 	who  string
 }{
 	{"hidden", func(c *Config) any { return c.Model.Hidden }, func(c *Config) bool { return c.Model.Kind == "mlp" }, withModel, "--model mlp"},
+	{"layers", func(c *Config) any { return c.Model.Layers }, func(c *Config) bool { return c.Model.Kind == "gpt" }, withModel, "--model gpt"},
+	{"heads", func(c *Config) any { return c.Model.Heads }, func(c *Config) bool { return c.Model.Kind == "gpt" }, withModel, "--model gpt"},
+	{"dim", func(c *Config) any { return c.Model.Dim }, func(c *Config) bool { return c.Model.Kind == "gpt" }, withModel, "--model gpt"},
+	{"context", func(c *Config) any { return c.Model.Context }, func(c *Config) bool { return c.Model.Kind == "gpt" }, withModel, "--model gpt"},
+	{"vocab", func(c *Config) any { return c.Model.Vocab }, func(c *Config) bool { return c.Model.Kind == "gpt" }, withModel, "--model gpt"},
+	{"augment", func(c *Config) any { return c.Data.Augment }, func(c *Config) bool { return c.Model.Kind != "gpt" }, withModel, "the image models (mlp, cnn, resnet)"},
 	{"depth", func(c *Config) any { return c.Model.Depth }, func(c *Config) bool { return c.Model.Kind == "resnet" }, withModel, "--model resnet"},
 	{"synthetic-shape", func(c *Config) any { return c.Data.SyntheticShape }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
 	{"synthetic-samples", func(c *Config) any { return c.Data.SyntheticSamples }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
@@ -223,6 +233,10 @@ func (c *Config) validateCombinations() error {
 	switch {
 	case c.Device.Device == CPU && d.Allreduce == NCCL && !d.Strategy.servers():
 		return fmt.Errorf("--allreduce nccl needs --device cuda (NCCL reduces GPU buffers); use ring or mpi")
+	case c.Device.Device == CUDA && c.Model.Kind == "gpt":
+		return fmt.Errorf("--device cuda --model gpt: the GPU path has no transformer yet (issue 21); train it on the CPU")
+	case c.Model.Kind == "gpt" && c.Data.Dir == "synthetic":
+		return fmt.Errorf("--model gpt --data synthetic: a language model trains on token shards; make them with train tokenize and pass their directory")
 	case c.Device.Device == CUDA && d.Strategy != AllreduceStrategy:
 		return fmt.Errorf("--device cuda with --strategy %s: the GPU path trains with --strategy allreduce so far", d.Strategy)
 	case c.Device.Device == CUDA && (d.Allreduce == Hier || d.Compress != mpi.None):

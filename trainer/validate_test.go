@@ -34,10 +34,26 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults", func(c *Config) {}, ""},
 		// model
-		{"unknown model", func(c *Config) { c.Model.Kind = "transformer" }, `unknown model "transformer": choose mlp, cnn or resnet`},
+		{"unknown model", func(c *Config) { c.Model.Kind = "transformer" }, `unknown model "transformer": choose mlp, cnn, resnet or gpt`},
 		{"hidden size 0", func(c *Config) { c.Model.Hidden = []int{0} }, "--hidden [0]"},
 		{"resnet depth", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet", 21 }, "--depth 21"},
 		{"resnet depth 8", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet", 8 }, ""},
+		{"gpt", func(c *Config) {
+			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context = "gpt", 2, 2, 8, 16
+		}, ""},
+		{"gpt heads", func(c *Config) {
+			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context = "gpt", 2, 3, 8, 16
+		}, "--heads 3 does not divide --dim 8"},
+		{"gpt sizes", func(c *Config) {
+			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context = "gpt", 0, 2, 8, 16
+		}, "--layers 0"},
+		{"gpt vocab", func(c *Config) {
+			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context, c.Model.Vocab = "gpt", 1, 1, 8, 16, 70000
+		}, "--vocab 70000"},
+		{"gpt on cuda", func(c *Config) {
+			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context, c.Device.Device = "gpt", 1, 1, 8, 16, CUDA
+		}, "--device cuda --model gpt"},
+		{"layers with the MLP", func(c *Config) { c.Set["layers"] = true }, "--layers 0 is not used with --model mlp"},
 		// data
 		{"batch 0", func(c *Config) { c.Data.BatchSize = 0 }, "--batch-size 0"},
 		{"eval batch", func(c *Config) { c.Data.EvalBatch = -1 }, "--eval-batch -1"},

@@ -1,0 +1,102 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+
+	"train/data"
+	"train/model"
+)
+
+// source is what a Session trains or evaluates on: Len samples of XSize
+// input values and YSize labels each (an image and its class; a window of
+// tokens and the next token at each position).
+type source interface {
+	Len() int
+	XSize() int
+	YSize() int
+	// Batch writes samples idx into x and y; epoch draws the training
+	// split's augmentation.
+	Batch(x []float32, y []int32, idx []int, epoch int)
+}
+
+// images is an image dataset; the training split augments.
+type images struct {
+	d   *data.Dataset
+	aug *data.Augment // nil: the test split
+}
+
+func (s images) Len() int   { return s.d.N }
+func (s images) XSize() int { return s.d.SampleSize() }
+func (s images) YSize() int { return 1 }
+
+func (s images) Batch(x []float32, y []int32, idx []int, epoch int) {
+	if s.aug == nil {
+		s.d.Batch(x, y, idx)
+		return
+	}
+	s.d.BatchAugmented(x, y, idx, *s.aug, epoch)
+}
+
+// tokens are windows of a token corpus (a language model's data).
+type tokens struct{ w data.Windows }
+
+func (s tokens) Len() int                                       { return s.w.Len() }
+func (s tokens) XSize() int                                     { return s.w.T }
+func (s tokens) YSize() int                                     { return s.w.T }
+func (s tokens) Batch(x []float32, y []int32, idx []int, _ int) { s.w.Batch(x, y, idx) }
+
+// load reads --data for the model and builds the model for it: the
+// image models take their input shape and classes from the images, gpt
+// its vocabulary from the tokens (their tokenizer.json, or --vocab).
+func (s *Session) load() error {
+	c := &s.Cfg
+	if c.Model.Kind == "gpt" {
+		return s.loadTokens()
+	}
+	train, test, err := data.Load(data.Source{Dir: c.Data.Dir, SyntheticShape: c.Data.SyntheticShape, SyntheticSamples: max(c.Data.SyntheticSamples, 1), Seed: c.Optim.Seed})
+	if errors.Is(err, data.ErrNotFound) {
+		return fmt.Errorf("--data %s: %v: %s", c.Data.Dir, err, SetupHint)
+	}
+	if err != nil {
+		return err
+	}
+	crop, flip := c.augment()
+	s.augment = data.Augment{Flip: flip, Seed: c.Optim.Seed}
+	if crop {
+		s.augment.Pad = c.Data.CropPad
+	}
+	s.trainSet, s.testSet = images{train, &s.augment}, images{test, nil}
+	s.dataName = fmt.Sprintf("%s: %d training and %d test samples of %dx%dx%d", train.Name, train.N, test.N, train.C, train.H, train.W)
+	s.Model, err = model.Build(model.Config{Kind: c.Model.Kind, Hidden: c.Model.Hidden, Depth: c.Model.Depth,
+		Input: [3]int{train.C, train.H, train.W}, Classes: train.Classes})
+	if err != nil {
+		return err
+	}
+	if c.Model.Kind != "resnet" {
+		s.Model.Config.Depth = 0
+	}
+	return nil
+}
+
+// loadTokens reads the shards of --data and builds the GPT for their
+// vocabulary.
+func (s *Session) loadTokens() error {
+	c := &s.Cfg
+	ts, err := data.LoadTokens(c.Data.Dir, c.Model.Vocab)
+	if err != nil {
+		return fmt.Errorf("--data %s: %v", c.Data.Dir, err)
+	}
+	t := c.Model.Context
+	train, val := data.Windows{Tokens: ts.Train, T: t}, data.Windows{Tokens: ts.Val, T: t}
+	if train.Len() == 0 || val.Len() == 0 {
+		return fmt.Errorf("--context %d: longer than the data (%d training and %d validation tokens in %s): lower --context", t, len(ts.Train), len(ts.Val), c.Data.Dir)
+	}
+	s.trainSet, s.testSet = tokens{train}, tokens{val}
+	v := ts.Tokenizer.Vocab
+	s.dataName = fmt.Sprintf("%s: %d training and %d validation tokens (%s, vocabulary %d): %d and %d windows of %d", ts.Name,
+		len(ts.Train), len(ts.Val), ts.Tokenizer.Name, v, train.Len(), val.Len(), t)
+	s.Model, err = model.Build(model.Config{Kind: "gpt", Classes: v, GPT: &model.GPTConfig{Layers: c.Model.Layers, Heads: c.Model.Heads,
+		Dim: c.Model.Dim, Context: t, Vocab: v, VocabPadded: model.PadVocab(v)}})
+	return err
+}
