@@ -35,6 +35,7 @@ var (
 	dimFlag     = &cli.IntFlag{Name: "dim", Value: 384, Usage: "gpt: width of the residual stream", EnvVars: env("DIM"), Category: catModel}
 	contextFlag = &cli.IntFlag{Name: "context", Value: 256, Usage: "gpt: tokens per sample (positions)", EnvVars: env("CONTEXT"), Category: catModel}
 	vocabFlag   = &cli.IntFlag{Name: "vocab", Value: 0, Usage: "gpt: the vocabulary's size (0: the shards' tokenizer.json, GPT-2's 50257 without one)", EnvVars: env("VOCAB"), Category: catModel}
+	initFrom    = &cli.StringFlag{Name: "init-from", Usage: "start from the weights of this safetensors file (PyTorch state_dict names: a train checkpoint, or GPT-2's published weights), not from --seed; --resume's checkpoint comes first", EnvVars: env("INIT_FROM"), Category: catModel}
 	dataFlag    = &cli.StringFlag{Name: "data", Value: "/usr/share/datasets/fashion-mnist", Usage: "dataset: a directory of MNIST-format IDX files (raw or .gz) or of CIFAR-10 binary batches, or \"synthetic\"", EnvVars: env("DATA"), Category: catModel}
 	synShape    = &cli.StringFlag{Name: "synthetic-shape", Value: "3x32x32", Usage: "--data synthetic: image shape CxHxW", EnvVars: env("SYNTHETIC_SHAPE"), Category: catModel}
 	synSamples  = &cli.IntFlag{Name: "synthetic-samples", Value: 50000, Usage: "--data synthetic: training samples (the test set is a tenth)", EnvVars: env("SYNTHETIC_SAMPLES"), Category: catModel}
@@ -51,10 +52,12 @@ var (
 	schedFlag  = &cli.StringFlag{Name: "lr-schedule", Value: "cosine", Usage: "constant, step, or cosine (to zero at the end of --epochs)", EnvVars: env("LR_SCHEDULE"), Category: catOptim}
 	warmFlag   = &cli.IntFlag{Name: "warmup-steps", Value: 0, Usage: "linear learning-rate warm-up over the first N steps", EnvVars: env("WARMUP_STEPS"), Category: catOptim}
 	stepEpochs = &cli.IntFlag{Name: "lr-step-epochs", Value: 30, Usage: "--lr-schedule step: epochs between decays", EnvVars: env("LR_STEP_EPOCHS"), Category: catOptim}
+	decaySteps = &cli.IntFlag{Name: "lr-decay-steps", Value: 0, Usage: "--lr-schedule cosine: reach zero after this many steps (with the warm-up), nanoGPT's lr_decay_iters (0: at the end of --epochs)", EnvVars: env("LR_DECAY_STEPS"), Category: catOptim}
 	gammaFlag  = &cli.Float64Flag{Name: "lr-gamma", Value: 0.1, Usage: "--lr-schedule step: factor of each decay", EnvVars: env("LR_GAMMA"), Category: catOptim}
 	momFlag    = &cli.Float64Flag{Name: "momentum", Value: 0.9, Usage: "SGD momentum", EnvVars: env("MOMENTUM"), Category: catOptim}
 	nestFlag   = &cli.BoolFlag{Name: "nesterov", Usage: "SGD with Nesterov momentum", EnvVars: env("NESTEROV"), Category: catOptim}
 	wdFlag     = &cli.Float64Flag{Name: "weight-decay", Value: 0, Usage: "weight decay (L2 for sgd and adam, decoupled for adamw)", EnvVars: env("WEIGHT_DECAY"), Category: catOptim}
+	decayAll   = &cli.BoolFlag{Name: "decay-all", Usage: "gpt: weight decay on every parameter, not only the matrices and embeddings (GPT-2's convention leaves biases and LayerNorms alone)", EnvVars: env("DECAY_ALL"), Category: catOptim}
 	beta1Flag  = &cli.Float64Flag{Name: "beta1", Value: 0.9, Usage: "Adam beta1", EnvVars: env("BETA1"), Category: catOptim}
 	beta2Flag  = &cli.Float64Flag{Name: "beta2", Value: 0.999, Usage: "Adam beta2", EnvVars: env("BETA2"), Category: catOptim}
 	epsFlag    = &cli.Float64Flag{Name: "eps", Value: 1e-8, Usage: "Adam epsilon", EnvVars: env("EPS"), Category: catOptim}
@@ -93,6 +96,7 @@ var (
 	psPushFlag   = &cli.IntFlag{Name: "push-every", Value: 1, Usage: "ps-async: push the summed gradients every N steps (Downpour's n_push)", EnvVars: env("PUSH_EVERY"), Category: catDist}
 	psFetchFlag  = &cli.IntFlag{Name: "fetch-every", Value: 1, Usage: "ps-async: fetch the parameters every N steps (Downpour's n_fetch)", EnvVars: env("FETCH_EVERY"), Category: catDist}
 	timelineFlag = &cli.StringFlag{Name: "timeline", Usage: "write a Chrome trace (Perfetto, chrome://tracing) per rank: FILE.rankN.json", EnvVars: env("TIMELINE"), Category: catCkpt}
+	evalEvery    = &cli.IntFlag{Name: "eval-every", Value: 0, Usage: "also evaluate the test (validation) split every N steps, not only at the end of each epoch (0: off)", EnvVars: env("EVAL_EVERY"), Category: catCkpt}
 	logFileFlag  = &cli.StringFlag{Name: "log-file", Usage: "rank 0 writes one JSON record per log line and evaluation (train plot reads it)", EnvVars: env("LOG_FILE"), Category: catCkpt}
 	progressFlag = &cli.StringFlag{Name: "progress", Value: "auto", Usage: "rank 0's live progress bar: auto (a terminal, not under mpirun or srun, which give ranks a terminal even when logging to a file), always, never", EnvVars: env("PROGRESS"), Category: catCkpt}
 	plotFlag     = &cli.StringFlag{Name: "plot", Usage: "write the run's curves to this PNG at the end", EnvVars: env("PLOT"), Category: catCkpt}
@@ -108,12 +112,12 @@ var (
 )
 
 var trainFlags = append([]cli.Flag{
-	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
-	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, stepEpochs, gammaFlag,
-	momFlag, nestFlag, wdFlag, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
+	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
+	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
+	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
-	metricsFlag, pushFlag, pushEvery, timelineFlag, logFileFlag, plotFlag, progressFlag,
+	metricsFlag, pushFlag, pushEvery, timelineFlag, evalEvery, logFileFlag, plotFlag, progressFlag,
 	gpuDetFlag, gpuProfFlag, gpuRingFlag,
 }, libs()...)
 
@@ -137,11 +141,12 @@ func gpuLibraries(c *cli.Context) gpu.Libraries {
 func trainConfig(c *cli.Context) (trainer.Config, error) {
 	cfg := trainer.Config{
 		Model: trainer.ModelOptions{Kind: c.String(modelFlag.Name), Hidden: c.IntSlice(hiddenFlag.Name), Depth: c.Int(depthFlag.Name),
-			Layers: c.Int(layersFlag.Name), Heads: c.Int(headsFlag.Name), Dim: c.Int(dimFlag.Name), Context: c.Int(contextFlag.Name), Vocab: c.Int(vocabFlag.Name)},
+			Layers: c.Int(layersFlag.Name), Heads: c.Int(headsFlag.Name), Dim: c.Int(dimFlag.Name), Context: c.Int(contextFlag.Name), Vocab: c.Int(vocabFlag.Name),
+			InitFrom: c.String(initFrom.Name)},
 		Data: trainer.DataOptions{Dir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
 			CropPad: c.Int(cropPadFlag.Name), BatchSize: c.Int(batchFlag.Name), EvalBatch: c.Int(evalBatch.Name)},
 		Optim: trainer.OptimOptions{Optimizer: c.String(optFlag.Name), LR: c.Float64(lrFlag.Name), Schedule: c.String(schedFlag.Name),
-			WarmupSteps: c.Int(warmFlag.Name), StepEpochs: c.Int(stepEpochs.Name), Gamma: c.Float64(gammaFlag.Name),
+			WarmupSteps: c.Int(warmFlag.Name), DecaySteps: c.Int(decaySteps.Name), DecayAll: c.Bool(decayAll.Name), StepEpochs: c.Int(stepEpochs.Name), Gamma: c.Float64(gammaFlag.Name),
 			Momentum: c.Float64(momFlag.Name), Nesterov: c.Bool(nestFlag.Name), WeightDecay: c.Float64(wdFlag.Name),
 			Beta1: c.Float64(beta1Flag.Name), Beta2: c.Float64(beta2Flag.Name), Eps: c.Float64(epsFlag.Name),
 			ClipGradNorm: c.Float64(clipFlag.Name), Epochs: c.Int(epochsFlag.Name), MaxSteps: c.Int(stepsFlag.Name), Seed: c.Uint64(seedFlag.Name)},
@@ -151,7 +156,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 		Device: trainer.DeviceOptions{Threads: c.Int(threadsFlag.Name), OpenBLAS: c.String(openblasFlag.Name), GPURing: c.String(gpuRingFlag.Name),
 			GPU: gpu.Options{Deterministic: c.Bool(gpuDetFlag.Name), Profile: c.Bool(gpuProfFlag.Name), Libraries: gpuLibraries(c)}},
 		Observe: trainer.ObserveOptions{MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushgatewayEvery: c.Int(pushEvery.Name),
-			Timeline: c.String(timelineFlag.Name), LogFile: c.String(logFileFlag.Name), Plot: c.String(plotFlag.Name), LogEvery: c.Int(logFlag.Name),
+			Timeline: c.String(timelineFlag.Name), LogFile: c.String(logFileFlag.Name), Plot: c.String(plotFlag.Name), LogEvery: c.Int(logFlag.Name), EvalEvery: c.Int(evalEvery.Name),
 			Job: trainer.Job{SlurmJob: os.Getenv("SLURM_JOB_ID"), SlurmRestart: os.Getenv("SLURM_RESTART_COUNT"), Launcher: launcher()}},
 		Checkpoint: trainer.CheckpointOptions{Dir: c.String(ckDirFlag.Name), Every: c.Int(ckEvery.Name), Keep: c.Int(keepFlag.Name), Resume: c.Bool(resumeFlag.Name)},
 		Set:        map[string]bool{},

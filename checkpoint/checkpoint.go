@@ -132,6 +132,9 @@ func tensorViews(p *model.Params, s *State) map[string]tensorView {
 	for _, t := range p.BufferTensors {
 		views[t.Name] = viewOf(t, s.Buffers)
 	}
+	for _, t := range p.Ties { // the same bytes again, for PyTorch's strict load
+		views[t.Name] = viewOf(t.Of, s.Params)
+	}
 	return views
 }
 
@@ -241,7 +244,17 @@ func loadCheckpoint(path string, p *model.Params, s *State) error {
 		return fmt.Errorf("checksum mismatch (file says %08x, data gives %08x): the file is corrupt", want, got)
 	}
 	views := tensorViews(p, s)
-	if len(names) != len(views) {
+	tied := 0 // files from before ties were saved have none
+	for _, t := range p.Ties {
+		if tv, ok := st.Tensor(t.Name); ok {
+			tied++
+			of, ok := st.Tensor(t.Of.Name)
+			if ok && !slices.Equal(tv.Data(), of.Data()) {
+				return fmt.Errorf("tensor %q differs from %q, which it is tied to (one name of the same weights)", t.Name, t.Of.Name)
+			}
+		}
+	}
+	if len(names) != len(views)-len(p.Ties)+tied {
 		return fmt.Errorf("holds %d tensors, this model and optimizer have %d (written by another --model, --hidden or optimizer?)", len(names), len(views))
 	}
 	for _, n := range names {

@@ -1,8 +1,6 @@
 package model
 
-import (
-	"math"
-)
+import "math"
 
 // Attention is GPT-2's causal multi-head self-attention (Hugging Face's
 // GPT2Attention): qkv = c_attn(x), per head softmax(q k^T / sqrt(hd)) over
@@ -63,29 +61,6 @@ func (a *Attention) Forward(y, x []float32, n int) {
 	a.cProj.Forward(y, a.o, n)
 }
 
-// causalSoftmax turns each row i of the (t, t) scores into the softmax of
-// its first i+1 entries (in float64 sums), zeros after.
-func causalSoftmax(p []float32, t int) {
-	for i := range t {
-		row := p[i*t : (i+1)*t]
-		m := row[0]
-		for _, v := range row[1 : i+1] {
-			m = max(m, v)
-		}
-		var sum float64
-		for j := range i + 1 {
-			e := math.Exp(float64(row[j] - m))
-			row[j] = float32(e)
-			sum += e
-		}
-		inv := 1 / sum
-		for j := range i + 1 {
-			row[j] = float32(float64(row[j]) * inv)
-		}
-		clear(row[i+1:])
-	}
-}
-
 // Backward, per sample and head, with P the probabilities, dO the heads'
 // output gradient: dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) /
 // sqrt(hd), dQ = dS K, dK = dS^T Q; then c_attn's backward.
@@ -100,17 +75,7 @@ func (a *Attention) Backward(dx, dy, x, _ []float32, n int) {
 			p, dp := a.p[(s*a.h+h)*t*t:][:t*t], a.dp
 			sgemm(true, false, t, hd, t, 1, p, t, do[h*hd:], c, 0, dv, c3)
 			sgemm(false, true, t, t, hd, 1, do[h*hd:], c, v, c3, 0, dp, t)
-			for i := range t {
-				pr, dr := p[i*t:][:i+1], dp[i*t:][:t]
-				var dot float64
-				for j, pv := range pr {
-					dot += float64(pv) * float64(dr[j])
-				}
-				for j, pv := range pr {
-					dr[j] = float32(float64(pv)*(float64(dr[j])-dot)) * a.scale
-				}
-				clear(dr[i+1:])
-			}
+			causalSoftmaxBackward(dp, p, t, a.scale)
 			sgemm(false, false, t, hd, t, 1, dp, t, k, c3, 0, dq, c3)
 			sgemm(true, false, t, hd, t, 1, dp, t, q, c3, 0, dk, c3)
 		}

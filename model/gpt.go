@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"regexp"
 )
 
 // GPTBlock is GPT-2's pre-LayerNorm transformer block (Hugging Face's
@@ -62,38 +63,31 @@ func (b *GPTBlock) Forward(y, x []float32, n int) {
 	tc := n * b.t * b.c
 	b.ln1.Forward(b.a1, x, n)
 	b.attn.Forward(b.at, b.a1, n)
-	for i := range tc {
-		b.x1[i] = x[i] + b.at[i]
-	}
+	add(b.x1, x, b.at, tc)
 	b.ln2.Forward(b.a2, b.x1, n)
 	b.fc.Forward(b.hid, b.a2, n)
 	b.gelu.Forward(b.g, b.hid, n)
 	b.proj.Forward(y, b.g, n)
-	for i := range tc {
-		y[i] += b.x1[i]
-	}
+	add(y, y, b.x1, tc)
 }
 
-// Backward: the residual paths carry dy through; each branch adds its own.
+// Backward: the residual paths carry dy through; each branch adds its own
+// (the LayerNorms add their input gradient to the residual's).
 func (b *GPTBlock) Backward(dx, dy, x, _ []float32, n int) {
 	tc := n * b.t * b.c
 	d1, d2 := b.d1[:tc], b.d2[:tc] // d1: the gradient of x1
 	b.proj.Backward(b.dg, dy, b.g, nil, n)
 	b.gelu.Backward(b.dh, b.dg, b.hid, nil, n)
 	b.fc.Backward(d2, b.dh, b.a2, nil, n)
-	b.ln2.Backward(d1, d2, b.x1, nil, n)
-	for i := range tc {
-		d1[i] += dy[i]
-	}
+	copy(d1, dy)
+	b.ln2.backward(d1, d2, b.x1, n, true)
 	b.attn.Backward(d2, d1, b.a1, nil, n)
 	if dx == nil {
 		b.ln1.Backward(nil, d2, x, nil, n)
 		return
 	}
-	b.ln1.Backward(dx, d2, x, nil, n)
-	for i := range tc {
-		dx[i] += d1[i]
-	}
+	copy(dx[:tc], d1)
+	b.ln1.backward(dx, d2, x, n, true)
 }
 
 func (b *GPTBlock) flops() (fwd, dw, dx int64) {
@@ -172,6 +166,43 @@ func (m *Model) buildGPT() error {
 	before := p.Len()
 	m.add(NewLayerNorm(p, "transformer.ln_f", c, t), before)
 	m.add(NewTiedHead(emb, c, g.Vocab, t), p.Len())
-	m.positions = t
+	p.Tie("lm_head.weight", emb.WTE)
+	m.positions, m.wideLoss = t, true
 	return nil
 }
+
+// FitWeights says whether GPT-2 weights of another shape go into t by
+// their leading rows (checkpoint.Fit): the token table with the real or
+// the padded vocabulary (Hugging Face saves 50257 rows, llm.c 50304), and
+// a position table at least as long as the context (GPT-2's 1024 cut to
+// the context trained, as nanoGPT's crop_block_size). Any other mismatch
+// is not fitted; a vocabulary of other size is an error of its own.
+func (m *Model) FitWeights(t Tensor, shape []int) (bool, error) {
+	g := m.Config.GPT
+	if g == nil || len(shape) != 2 || len(t.Shape) != 2 || shape[1] != t.Shape[1] {
+		return false, nil
+	}
+	switch t.Name {
+	case "transformer.wte.weight":
+		if shape[0] == g.Vocab || shape[0] == g.VocabPadded {
+			return true, nil
+		}
+		return false, fmt.Errorf("its token embedding has %d rows, and the data's vocabulary is %d (%d rows padded): the weights were trained with another tokenizer; tokenize the text with theirs (train tokenize; --bytes for 256)",
+			shape[0], g.Vocab, g.VocabPadded)
+	case "transformer.wpe.weight":
+		if shape[0] >= g.Context {
+			return true, nil
+		}
+		return false, fmt.Errorf("its position embedding has %d rows, fewer than --context %d: train with --context %d or less", shape[0], g.Context, shape[0])
+	}
+	return false, nil
+}
+
+// IgnoreWeight says which tensors of a GPT-2 file are not weights:
+// Hugging Face's causal-mask buffers h.N.attn.bias and .masked_bias
+// (the mask is in the attention's code here).
+func IgnoreWeight(name string) bool {
+	return gptMask.MatchString(name)
+}
+
+var gptMask = regexp.MustCompile(`^(transformer\.)?h\.\d+\.attn\.(masked_)?bias$`)

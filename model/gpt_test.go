@@ -84,13 +84,13 @@ func TestGPTGrad(t *testing.T) {
 	}
 	rows := tn * m.Positions()
 	lossAt := func() float64 {
-		l, _ := SoftmaxCrossEntropy(nil, m.Forward(x, tn), labels, rows, tv)
+		l, _ := m.Loss(nil, m.Forward(x, tn), labels, rows)
 		return l
 	}
 	p := m.Params
 	clear(p.Grad)
 	logits := m.Forward(x, tn)
-	loss, _ := SoftmaxCrossEntropy(m.LossGrad(tn), logits, labels, rows, tv)
+	loss, _ := m.Loss(m.LossGrad(tn), logits, labels, rows)
 	if !near.Close(2.3979, loss, 0, 0.05) { // log(11)
 		t.Errorf("loss at initialisation %v, want about log(11) = 2.398", loss)
 	}

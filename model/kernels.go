@@ -2,6 +2,7 @@ package model
 
 /*
 #cgo CFLAGS: -O3
+#cgo LDFLAGS: -lm
 #include "kernels.h"
 */
 import "C"

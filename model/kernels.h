@@ -13,3 +13,18 @@ void k_add_relu(float *y, const float *a, const float *b, size_t n);
 void k_relu_mask(float *g, const float *dy, const float *y, size_t n);
 void k_im2col(float *cols, const float *x, size_t n, size_t C, size_t h, size_t w, size_t k,
               size_t stride, size_t pad, size_t oh, size_t ow);
+
+// GPT kernels (kernels_gpt.c).
+#include <stdint.h>
+void k_xent(float *d, const float *logits, const int32_t *labels, size_t rows, size_t V, float scale,
+            double *loss, int64_t *correct);
+void k_gelu(float *y, const float *x, size_t n);
+void k_gelu_backward(float *dx, const float *dy, const float *x, size_t n);
+void k_layernorm(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                 size_t rows, size_t C, float eps);
+void k_layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                          const float *mean, const float *rstd, size_t rows, size_t C, int add);
+void k_causal_softmax(float *p, size_t T);
+void k_causal_softmax_backward(float *dp, const float *p, size_t T, float scale);
+void k_colsum(float *db, const float *dy, size_t rows, size_t C);
+void k_add(float *y, const float *a, const float *b, size_t n);

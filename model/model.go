@@ -45,6 +45,7 @@ type Model struct {
 	scr       *scratch
 	paramLo   []int       // per layer: offset of its first parameter, -1 if none
 	positions int         // output rows per sample: 1, or gpt's context
+	wideLoss  bool        // gpt: the loss in C, its gradient over the logits
 	acts      [][]float32 // acts[i] is layer i's input; acts[len] the logits
 	grads     [][]float32 // gradients of acts, same shapes
 	batch     int
@@ -216,7 +217,11 @@ func (m *Model) ensure(n int) {
 	}
 	last := m.Layers[len(m.Layers)-1].OutSize()
 	m.acts = append(m.acts, make([]float32, n*last))
-	m.grads = append(m.grads, make([]float32, n*last))
+	if m.wideLoss { // the logits are the largest buffer: no second one
+		m.grads = append(m.grads, m.acts[len(m.acts)-1])
+	} else {
+		m.grads = append(m.grads, make([]float32, n*last))
+	}
 }
 
 // Forward runs the network on x (n, C*H*W; gpt: n x context token ids)
@@ -232,9 +237,27 @@ func (m *Model) Forward(x []float32, n int) []float32 {
 }
 
 // LossGrad returns the buffer Backward reads the logits' gradient from
-// (n * Positions, classes).
+// (n * Positions, classes). For gpt it is the logits' own buffer: the
+// loss's gradient overwrites them.
 func (m *Model) LossGrad(n int) []float32 {
 	return m.grads[len(m.Layers)][:n*m.positions*m.Classes()]
+}
+
+// Loss is the mean softmax cross-entropy of the logits (rows, Classes)
+// against labels, and the rows whose first largest logit is the label's;
+// with dlogits (LossGrad, or nil when only evaluating) it writes the
+// gradient of the mean loss. The image models use SoftmaxCrossEntropy
+// (float64 exp; their results stay bit for bit what they were); gpt the
+// vectorised C kernel, for its 50257 classes.
+func (m *Model) Loss(dlogits, logits []float32, labels []int32, rows int) (float64, int) {
+	if !m.wideLoss {
+		return SoftmaxCrossEntropy(dlogits, logits, labels, rows, m.Classes())
+	}
+	if rows == 0 {
+		return 0, 0
+	}
+	loss, correct := xent(dlogits, logits, labels, rows, m.Classes(), float32(1/float64(rows)))
+	return loss / float64(rows), correct
 }
 
 // Backward propagates the logits' gradient (in LossGrad) back through the

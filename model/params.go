@@ -33,8 +33,12 @@ type Params struct {
 	Tensors       []Tensor
 	Buffers       []float32
 	BufferTensors []Tensor
-	n, nb         int
-	alloced       bool
+	// Ties are names under which a tensor is saved a second time, shared
+	// rather than trained apart: GPT-2's lm_head.weight is
+	// transformer.wte.weight, and PyTorch's state_dict lists both.
+	Ties    []Tie
+	n, nb   int
+	alloced bool
 }
 
 // Add registers a tensor of the given shape and returns its view. It
@@ -77,6 +81,15 @@ func (p *Params) AddInt64Buffer(name string) Tensor {
 	p.BufferTensors[len(p.BufferTensors)-1] = t
 	return t
 }
+
+// Tie is Name, another name of the parameter tensor Of.
+type Tie struct {
+	Name string
+	Of   Tensor
+}
+
+// Tie registers name as another name of t, for checkpoints.
+func (p *Params) Tie(name string, t Tensor) { p.Ties = append(p.Ties, Tie{name, t}) }
 
 // Int64 points at the int64 a scalar int64 buffer tensor holds.
 func (p *Params) Int64(t Tensor) *int64 {

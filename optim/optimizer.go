@@ -30,6 +30,11 @@ type Config struct {
 	Beta1       float64 `json:"beta1,omitempty"`
 	Beta2       float64 `json:"beta2,omitempty"`
 	Eps         float64 `json:"eps,omitempty"`
+	// NoDecay are the parameters WeightDecay leaves alone (sorted,
+	// disjoint): GPT-2's biases, LayerNorms and so on, as nanoGPT's second
+	// parameter group. None: every parameter decays, torch.optim's
+	// default.
+	NoDecay []Span `json:"-"`
 }
 
 // Names lists the optimizers New knows.
@@ -37,13 +42,17 @@ var Names = []string{"sgd", "adam", "adamw"}
 
 // New returns the optimizer c names, for n parameters.
 func New(c Config, n int) (Optimizer, error) {
+	segs, err := segments(c.NoDecay, n)
+	if err != nil {
+		return nil, err
+	}
 	switch c.Name {
 	case "sgd":
 		if c.Nesterov && c.Momentum == 0 {
 			return nil, fmt.Errorf("--nesterov needs --momentum > 0")
 		}
 		s := NewSGD(n, float32(c.Momentum), float32(c.WeightDecay))
-		s.Nesterov = c.Nesterov
+		s.Nesterov, s.segs = c.Nesterov, segs
 		return s, nil
 	case "adam", "adamw":
 		if c.Beta1 < 0 || c.Beta1 >= 1 || c.Beta2 < 0 || c.Beta2 >= 1 || c.Eps <= 0 {
@@ -52,7 +61,7 @@ func New(c Config, n int) (Optimizer, error) {
 		return &Adam{
 			Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay,
 			Decoupled: c.Name == "adamw",
-			M:         make([]float32, n), V: make([]float32, n),
+			M:         make([]float32, n), V: make([]float32, n), segs: segs,
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown --optimizer %q: choose one of %s", c.Name, strings.Join(Names, ", "))
@@ -71,6 +80,7 @@ type Adam struct {
 	Beta1, Beta2, Eps, WeightDecay float64
 	Decoupled                      bool
 	M, V                           []float32 // exp_avg, exp_avg_sq
+	segs                           []segment // runs with and without decay; nil: all decay
 }
 
 // Step applies update t.
@@ -80,29 +90,54 @@ func (a *Adam) Step(params, grads []float32, lr float32, t int) bool {
 	}
 	// 1-beta in float64, then rounded once, as PyTorch passes it: from a
 	// float32 beta2 = 0.999 it would be off by 1e-5 relative.
-	b1, b2 := float32(a.Beta1), float32(a.Beta2)
-	c1, c2 := float32(1-a.Beta1), float32(1-a.Beta2)
-	bc1 := 1 - math.Pow(a.Beta1, float64(t))
-	bc2 := 1 - math.Pow(a.Beta2, float64(t))
-	step := lr / float32(bc1)
-	rbc2 := float32(1 / math.Sqrt(bc2))
-	eps, wd := float32(a.Eps), float32(a.WeightDecay)
-	shrink := float32(1)
-	if a.Decoupled {
-		shrink, wd = 1-lr*wd, 0
-	}
-	m, v := a.M[:len(params)], a.V[:len(params)]
+	k := adamStep{b1: float32(a.Beta1), b2: float32(a.Beta2), c1: float32(1 - a.Beta1), c2: float32(1 - a.Beta2),
+		step: lr / float32(1-math.Pow(a.Beta1, float64(t))),
+		rbc2: float32(1 / math.Sqrt(1-math.Pow(a.Beta2, float64(t)))), eps: float32(a.Eps)}
+	wd := float32(a.WeightDecay)
 	var bad float32
-	for i, g := range grads {
-		bad += g - g
-		p := params[i] * shrink
-		g += wd * p
-		mi := b1*m[i] + c1*g
-		vi := b2*v[i] + c2*g*g
-		m[i], v[i] = mi, vi
-		params[i] = p - step*mi/(float32(math.Sqrt(float64(vi)))*rbc2+eps)
+	lo := 0
+	for _, sg := range a.runs(len(params)) {
+		shrink, l2 := float32(1), float32(0)
+		switch {
+		case !sg.Decay:
+		case a.Decoupled:
+			shrink = 1 - lr*wd
+		default:
+			l2 = wd
+		}
+		bad += k.apply(params[lo:sg.End], grads[lo:sg.End], a.M[lo:sg.End], a.V[lo:sg.End], shrink, l2)
+		lo = sg.End
 	}
 	return bad == 0
+}
+
+// runs is the decay segments, or one decaying run over n.
+func (a *Adam) runs(n int) []segment {
+	if a.segs == nil {
+		return []segment{{n, true}}
+	}
+	return a.segs
+}
+
+// adamStep is one update's constants.
+type adamStep struct{ b1, b2, c1, c2, step, rbc2, eps float32 }
+
+// apply updates one run of parameters, with decoupled decay as shrink or
+// L2 decay as l2, and returns the sum of g-g (0 unless some g is not
+// finite).
+func (k adamStep) apply(params, grads, m, v []float32, shrink, l2 float32) float32 {
+	var bad float32
+	m, v = m[:len(params)], v[:len(params)]
+	for i, g := range grads[:len(params)] {
+		bad += g - g
+		p := params[i] * shrink
+		g += l2 * p
+		mi := k.b1*m[i] + k.c1*g
+		vi := k.b2*v[i] + k.c2*g*g
+		m[i], v[i] = mi, vi
+		params[i] = p - k.step*mi/(float32(math.Sqrt(float64(vi)))*k.rbc2+k.eps)
+	}
+	return bad
 }
 
 // State is exp_avg and exp_avg_sq, PyTorch's names.

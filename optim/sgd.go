@@ -14,7 +14,8 @@ type SGD struct {
 	Nesterov    bool
 	// Buf is the momentum buffer, one value per parameter; nil until the
 	// first Step when Momentum is zero.
-	Buf []float32
+	Buf  []float32
+	segs []segment // runs with and without decay; nil: all decay
 }
 
 // NewSGD returns an SGD for n parameters.
@@ -32,16 +33,40 @@ func (s *SGD) Step(params, grads []float32, lr float32, _ int) bool {
 	if len(params) != len(grads) || (s.Buf != nil && len(s.Buf) != len(params)) {
 		panic("optim: length mismatch")
 	}
-	wd, mu := s.WeightDecay, s.Momentum
+	runs := s.segs
+	if runs == nil {
+		runs = []segment{{len(params), true}}
+	}
 	var bad float32 // sum of g-g: 0 unless some g is NaN or Inf
-	if s.Buf == nil {
+	lo := 0
+	for _, sg := range runs {
+		wd := s.WeightDecay
+		if !sg.Decay {
+			wd = 0
+		}
+		var buf []float32
+		if s.Buf != nil {
+			buf = s.Buf[lo:sg.End]
+		}
+		bad += s.apply(params[lo:sg.End], grads[lo:sg.End], buf, lr, wd)
+		lo = sg.End
+	}
+	return bad == 0
+}
+
+// apply updates one run of parameters at weight decay wd.
+func (s *SGD) apply(params, grads, buf []float32, lr, wd float32) float32 {
+	mu := s.Momentum
+	var bad float32
+	grads = grads[:len(params)]
+	if buf == nil {
 		for i, g := range grads {
 			bad += g - g
 			params[i] -= lr * (g + wd*params[i])
 		}
-		return bad == 0
+		return bad
 	}
-	buf := s.Buf[:len(params)]
+	buf = buf[:len(params)]
 	if s.Nesterov {
 		for i, g := range grads {
 			bad += g - g
@@ -50,7 +75,7 @@ func (s *SGD) Step(params, grads []float32, lr float32, _ int) bool {
 			buf[i] = b
 			params[i] -= lr * (g + mu*b)
 		}
-		return bad == 0
+		return bad
 	}
 	for i, g := range grads {
 		bad += g - g
@@ -59,7 +84,7 @@ func (s *SGD) Step(params, grads []float32, lr float32, _ int) bool {
 		buf[i] = b
 		params[i] -= lr * b
 	}
-	return bad == 0
+	return bad
 }
 
 // State returns the optimizer's state buffers by name, each laid out like

@@ -34,7 +34,7 @@ func Plot(recs []Record, path string, width, height int) error {
 			if r.SamplesPerSecond != nil {
 				sps = append(sps, plotter.XY{X: float64(r.Step), Y: *r.SamplesPerSecond})
 			}
-		case "epoch":
+		case "epoch", "eval":
 			if r.TestLoss != nil {
 				testLoss = append(testLoss, plotter.XY{X: float64(r.Step), Y: *r.TestLoss})
 			}

@@ -24,6 +24,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from torch_gpt import GPT  # the README's GPT-2 module, in its own file
+
 OUT = "testdata/reference"
 
 
@@ -85,82 +87,6 @@ class ResNet(nn.Module):
         out = F.relu(self.bn1(self.conv1(x)))
         out = self.layer3(self.layer2(self.layer1(out)))
         return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
-
-
-class Conv1D(nn.Module):
-    """Hugging Face's Conv1D, GPT-2's linear map: x @ weight + bias, weight (in, out)."""
-
-    def __init__(self, nin, nout):
-        super().__init__()
-        self.weight = nn.Parameter(torch.zeros(nin, nout))
-        self.bias = nn.Parameter(torch.zeros(nout))
-
-    def forward(self, x):
-        return x @ self.weight + self.bias
-
-
-class GPT2Attention(nn.Module):
-    def __init__(self, dim, heads, context):
-        super().__init__()
-        self.heads = heads
-        self.c_attn = Conv1D(dim, 3 * dim)
-        self.c_proj = Conv1D(dim, dim)
-        self.register_buffer("bias", torch.tril(torch.ones(context, context)).view(1, 1, context, context), persistent=False)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) / (C // self.heads) ** 0.5
-        att = F.softmax(att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf")), dim=-1)
-        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
-
-
-class GPT2MLP(nn.Module):
-    def __init__(self, dim):
-        super().__init__()
-        self.c_fc = Conv1D(dim, 4 * dim)
-        self.c_proj = Conv1D(4 * dim, dim)
-
-    def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
-
-
-class GPT2Block(nn.Module):
-    def __init__(self, dim, heads, context):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(dim, eps=1e-5)
-        self.attn = GPT2Attention(dim, heads, context)
-        self.ln_2 = nn.LayerNorm(dim, eps=1e-5)
-        self.mlp = GPT2MLP(dim)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class GPT(nn.Module):
-    """train --model gpt, named as Hugging Face's GPT2LMHeadModel: the
-    embedding table has vocab_padded rows (llm.c's padding), the head is
-    tied to it, and only the first vocab logits are predicted."""
-
-    def __init__(self, layers, heads, dim, context, vocab, vocab_padded):
-        super().__init__()
-        self.vocab = vocab
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(vocab_padded, dim),
-            wpe=nn.Embedding(context, dim),
-            h=nn.ModuleList([GPT2Block(dim, heads, context) for _ in range(layers)]),
-            ln_f=nn.LayerNorm(dim, eps=1e-5)))
-        self.lm_head = nn.Linear(dim, vocab_padded, bias=False)
-        self.lm_head.weight = self.transformer.wte.weight
-
-    def forward(self, idx):
-        t = self.transformer
-        x = t.wte(idx) + t.wpe(torch.arange(idx.shape[1]))
-        for block in t.h:
-            x = block(x)
-        return self.lm_head(t.ln_f(x))[..., : self.vocab]
 
 
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}

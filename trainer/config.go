@@ -41,6 +41,9 @@ type ModelOptions struct {
 	// gpt (a preset such as --model gpt2 fills them in): blocks, heads,
 	// width, context; Vocab > 0 overrides the tokens' vocabulary.
 	Layers, Heads, Dim, Context, Vocab int
+	// InitFrom is a safetensors file of weights to start from instead of
+	// drawing them (a checkpoint --resume finds comes first).
+	InitFrom string
 }
 
 // DataOptions choose the data and how it is batched.
@@ -62,11 +65,13 @@ type OptimOptions struct {
 	LinearScaling bool // --lr-scaling linear: LR x data-parallel ranks
 	Schedule      string
 	WarmupSteps   int
+	DecaySteps    int // cosine's length in steps; 0: the epochs'
 	StepEpochs    int
 	Gamma         float64
 	Momentum      float64
 	Nesterov      bool
 	WeightDecay   float64
+	DecayAll      bool // gpt: decay biases and LayerNorms too
 	Beta1, Beta2  float64
 	Eps           float64
 	ClipGradNorm  float64 // 0: off
@@ -112,6 +117,7 @@ type ObserveOptions struct {
 	Plot             string // PNG of the curves, written at the end on rank 0
 	Progress         Progress
 	LogEvery         int
+	EvalEvery        int // steps between evaluations inside epochs; 0: at epoch ends only
 	Job              Job // where the launcher put us, for logs and metrics
 }
 

@@ -31,7 +31,7 @@ func (e *cpuExecutor) Forward(x []float32, y []int32) error {
 	b := len(y) / e.m.Positions()
 	e.nb = b
 	e.logits = e.m.Forward(x, b)
-	e.loss, e.correct = model.SoftmaxCrossEntropy(e.m.LossGrad(b), e.logits, y, len(y), e.m.Classes())
+	e.loss, e.correct = e.m.Loss(e.m.LossGrad(b), e.logits, y, len(y))
 	return nil
 }
 
@@ -63,7 +63,7 @@ func (e *cpuExecutor) Result() (float64, int, error) { return e.loss, e.correct,
 func (e *cpuExecutor) Evaluate(x []float32, y []int32, n int) (float64, int, error) {
 	logits := e.m.Forward(x, n)
 	rows := n * e.m.Positions()
-	loss, correct := model.SoftmaxCrossEntropy(nil, logits, y[:rows], rows, e.m.Classes())
+	loss, correct := e.m.Loss(nil, logits, y[:rows], rows)
 	return loss, correct, nil
 }
 

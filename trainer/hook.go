@@ -105,4 +105,16 @@ type (
 	}
 	bucketSizeWatcher interface{ BucketBytes(capBytes int) }
 	stalenessWatcher  interface{ Staleness(updates int) }
+	// evalWatcher hears the evaluations --eval-every asks for inside
+	// epochs.
+	evalWatcher interface{ Eval(e *EvalEvent) }
 )
+
+// EvalEvent is an evaluation of the test split inside an epoch, summed
+// over all ranks.
+type EvalEvent struct {
+	Epoch, Step       int
+	Samples           int64 // trained on so far (a language model's tokens are Samples x context)
+	TestLoss, TestAcc float64
+	Took              time.Duration
+}

@@ -62,6 +62,16 @@ func (h *reportHook) Epoch(e *EpochEvent) {
 		TestLoss: runlog.F(e.TestLoss), TestAccuracy: runlog.F(e.TestAcc), Seconds: runlog.F(e.Took.Seconds())})
 }
 
+func (h *reportHook) Eval(e *EvalEvent) {
+	if h.s.Model.Positions() > 1 {
+		h.rep.say("step %d: val loss %.4f (perplexity %.2f) acc %.2f%%, %.1f s\n", e.Step, e.TestLoss, math.Exp(e.TestLoss), 100*e.TestAcc, e.Took.Seconds())
+	} else {
+		h.rep.say("step %d: test loss %.4f acc %.2f%%, %.1f s\n", e.Step, e.TestLoss, 100*e.TestAcc, e.Took.Seconds())
+	}
+	h.rep.record(runlog.Record{Type: "eval", Epoch: e.Epoch, Step: e.Step, TestLoss: runlog.F(e.TestLoss), TestAccuracy: runlog.F(e.TestAcc),
+		Seconds: runlog.F(e.Took.Seconds())})
+}
+
 func (h *reportHook) Checkpoint(e *CheckpointEvent) {
 	h.rep.say("checkpoint: %s (%.0f ms)\n", e.Path, float64(e.Took.Microseconds())/1000)
 }

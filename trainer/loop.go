@@ -106,6 +106,11 @@ func (s *Session) train() error {
 					return err
 				}
 			}
+			if e := c.Observe.EvalEvery; e > 0 && st.Step%e == 0 && st.StepInEpoch < spe && !s.done() && s.evaluate {
+				if err := s.evalNow(); err != nil {
+					return err
+				}
+			}
 			if s.strategy.StopCheck(st.Step) {
 				if err := s.checkStop(); err != nil {
 					return err
@@ -290,6 +295,34 @@ func (s *Session) endEpoch(train *stats, took time.Duration) error {
 		Took: took, EvalStart: start, EvalTook: evalTook}
 	for _, h := range s.hooks {
 		h.Epoch(&ev)
+	}
+	return nil
+}
+
+// evalNow evaluates the test split inside an epoch (--eval-every; the
+// epoch's end evaluates anyway) and tells the hooks that watch for it.
+func (s *Session) evalNow() error {
+	if err := s.syncBuffers(); err != nil {
+		return err
+	}
+	start := time.Now()
+	test, err := s.evaluateTest()
+	if err != nil {
+		return err
+	}
+	sum := []float64{test.loss, test.correct, test.count}
+	s.prog.enter(opEvaluation)
+	err = s.W.AllreduceFloat64(sum, mpi.Sum)
+	s.prog.leave()
+	if err != nil {
+		return err
+	}
+	st := &s.State
+	ev := EvalEvent{Epoch: st.Epoch + 1, Step: st.Step, Samples: st.Samples, TestLoss: sum[0] / sum[2], TestAcc: sum[1] / sum[2], Took: time.Since(start)}
+	for _, h := range s.hooks {
+		if w, ok := h.(evalWatcher); ok {
+			w.Eval(&ev)
+		}
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ type Session struct {
 	Cfg     Config
 	Model   *model.Model
 	Opt     optim.Optimizer
+	optCfg  optim.Config   // what Opt was made from (parameter servers make their shards' from it)
 	Sched   optim.Schedule // over samples
 	Sampler data.Sampler
 	State   checkpoint.State // the position; Params, Buffers and Optim alias the live buffers
@@ -189,9 +190,17 @@ func (s *Session) build(r, d int) error {
 	if o.LinearScaling {
 		lr *= float64(d)
 	}
-	s.Sched = optim.Schedule{Kind: o.Schedule, Base: lr, Warmup: o.WarmupSteps, Total: o.Epochs * spe,
+	total := o.Epochs * spe
+	if o.DecaySteps > 0 {
+		total = o.DecaySteps
+	}
+	s.Sched = optim.Schedule{Kind: o.Schedule, Base: lr, Warmup: o.WarmupSteps, Total: total,
 		StepSize: o.StepEpochs * spe, Gamma: o.Gamma, Batch: int64(d * c.Data.BatchSize)}
-	if s.Opt, err = optim.New(o.optimConfig(), s.Model.Params.Len()); err != nil {
+	s.optCfg = o.optimConfig()
+	if c.Model.Kind == "gpt" && !o.DecayAll {
+		s.optCfg.NoDecay = vectors(s.Model.Params)
+	}
+	if s.Opt, err = optim.New(s.optCfg, s.Model.Params.Len()); err != nil {
 		return err
 	}
 	p := s.Model.Params
@@ -303,4 +312,22 @@ func (s *Session) observeStaleness(updates int) {
 			w.Staleness(updates)
 		}
 	}
+}
+
+// vectors are the parameters GPT-2's convention does not decay: the
+// tensors of one dimension (biases, LayerNorm weights), nanoGPT's
+// no-decay group; matrices and embeddings decay.
+func vectors(p *model.Params) []optim.Span {
+	var spans []optim.Span
+	for _, t := range p.Tensors {
+		if len(t.Shape) >= 2 {
+			continue
+		}
+		if n := len(spans); n > 0 && spans[n-1].Hi == t.Offset {
+			spans[n-1].Hi += t.Size
+		} else {
+			spans = append(spans, optim.Span{Lo: t.Offset, Hi: t.Offset + t.Size})
+		}
+	}
+	return spans
 }

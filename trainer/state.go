@@ -11,6 +11,7 @@ import (
 
 	"train/checkpoint"
 	"train/data"
+	"train/model"
 	"train/mpi"
 	"train/runlog"
 )
@@ -43,6 +44,13 @@ func (s *Session) initialState(bench bool) error {
 		s.rep.say("resume: no checkpoint in %s, starting from step 0\n", c.Checkpoint.Dir)
 	}
 	s.Model.Init(c.Optim.Seed)
+	if f := c.Model.InitFrom; f != "" {
+		p := s.Model.Params
+		if err := checkpoint.LoadWeights(f, p, p.Data, p.Buffers, s.Model.FitWeights, model.IgnoreWeight); err != nil {
+			return err
+		}
+		s.rep.say("init: weights from %s\n", f)
+	}
 	s.State.Samples = 0
 	s.recordStart()
 	return nil
@@ -99,7 +107,8 @@ func (s *Session) resumeSchedule(meta map[string]string, oldSize, oldBatch int) 
 	c := &s.Cfg.Optim
 	same := meta["lr_schedule"] == c.Schedule && meta["warmup_steps"] == strconv.Itoa(c.WarmupSteps) &&
 		(meta["epochs"] == "" || meta["epochs"] == strconv.Itoa(c.Epochs)) &&
-		(meta["lr_step_epochs"] == "" || meta["lr_step_epochs"] == strconv.Itoa(c.StepEpochs))
+		(meta["lr_step_epochs"] == "" || meta["lr_step_epochs"] == strconv.Itoa(c.StepEpochs)) &&
+		(meta["lr_decay_steps"] == "" || meta["lr_decay_steps"] == strconv.Itoa(c.DecaySteps))
 	if !same {
 		s.rep.say("resume: the learning-rate schedule differs from the checkpoint's (%s schedule, %s warm-up steps, %s epochs): planned anew\n",
 			meta["lr_schedule"], meta["warmup_steps"], meta["epochs"])
@@ -172,8 +181,16 @@ func (s *Session) describe() {
 	if c.Optim.LinearScaling {
 		scaling = "linear"
 	}
-	s.rep.say("train: optimizer %s, lr %g (%s schedule, %d warm-up steps, scaling %s), augment %s\n",
-		oc, s.Sched.Base, c.Optim.Schedule, c.Optim.WarmupSteps, scaling, augmentName(s.augment))
+	decay := ""
+	if len(s.optCfg.NoDecay) > 0 && c.Optim.WeightDecay > 0 {
+		decay = " (decay on matrices and embeddings only)"
+	}
+	length := ""
+	if c.Optim.DecaySteps > 0 {
+		length = fmt.Sprintf(" to zero at step %d", c.Optim.DecaySteps)
+	}
+	s.rep.say("train: optimizer %s%s, lr %g (%s schedule%s, %d warm-up steps, scaling %s), augment %s\n",
+		oc, decay, s.Sched.Base, c.Optim.Schedule, length, c.Optim.WarmupSteps, scaling, augmentName(s.augment))
 }
 
 func cmpOr(a, b string) string {
@@ -259,6 +276,8 @@ func (s *Session) checkpoint() error {
 		"warmup_steps":   strconv.Itoa(c.Optim.WarmupSteps),
 		"epochs":         strconv.Itoa(c.Optim.Epochs),
 		"lr_step_epochs": strconv.Itoa(c.Optim.StepEpochs),
+		"lr_decay_steps": strconv.Itoa(c.Optim.DecaySteps),
+		"decay_all":      strconv.FormatBool(c.Optim.DecayAll),
 		"lr_plan":        strings.Join([]string{strconv.Itoa(sc.Warmup), strconv.Itoa(sc.Total), strconv.Itoa(sc.StepSize), strconv.FormatInt(sc.Batch, 10)}, ","),
 		"batchnorm":      c.Dist.BN.String(),
 	}

@@ -113,7 +113,7 @@ func (p *paramServers) server(w *mpi.World, k int, colocated bool) (*ps.Server, 
 	if colocated {
 		params = slices.Clone(params)
 	}
-	opt, err := optim.New(s.Cfg.Optim.optimConfig(), hi-lo)
+	opt, err := optim.New(s.optCfg.Shard(lo, hi), hi-lo)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,12 @@ func (o *OptimOptions) Validate() error {
 		return fmt.Errorf("--momentum %v: must be in [0, 1)", o.Momentum)
 	case !(o.WeightDecay >= 0):
 		return fmt.Errorf("--weight-decay %v: must not be negative", o.WeightDecay)
+	case o.DecayAll && o.WeightDecay == 0:
+		return fmt.Errorf("--decay-all without --weight-decay: there is no decay to extend")
+	case o.DecaySteps < 0:
+		return fmt.Errorf("--lr-decay-steps %d: must not be negative", o.DecaySteps)
+	case o.DecaySteps > 0 && o.DecaySteps <= o.WarmupSteps:
+		return fmt.Errorf("--lr-decay-steps %d is not longer than --warmup-steps %d: the decay starts after the warm-up", o.DecaySteps, o.WarmupSteps)
 	case !(o.ClipGradNorm >= 0):
 		return fmt.Errorf("--clip-grad-norm %v: must not be negative", o.ClipGradNorm)
 	}
@@ -126,6 +132,8 @@ func (o *ObserveOptions) Validate() error {
 	switch {
 	case o.LogEvery <= 0:
 		return fmt.Errorf("--log-every %d: must be positive", o.LogEvery)
+	case o.EvalEvery < 0:
+		return fmt.Errorf("--eval-every %d: must not be negative", o.EvalEvery)
 	case o.PushgatewayEvery < 0:
 		return fmt.Errorf("--pushgateway-every %d: must not be negative", o.PushgatewayEvery)
 	case o.Pushgateway != "" && !validURL(o.Pushgateway):
@@ -176,6 +184,9 @@ var usedBy = []struct {
 	{"beta2", func(c *Config) any { return c.Optim.Beta2 }, func(c *Config) bool { return c.Optim.Optimizer != "sgd" }, withOptimizer, "--optimizer adam or adamw"},
 	{"eps", func(c *Config) any { return c.Optim.Eps }, func(c *Config) bool { return c.Optim.Optimizer != "sgd" }, withOptimizer, "--optimizer adam or adamw"},
 	{"lr-step-epochs", func(c *Config) any { return c.Optim.StepEpochs }, func(c *Config) bool { return c.Optim.Schedule == "step" }, withSchedule, "--lr-schedule step"},
+	{"lr-decay-steps", func(c *Config) any { return c.Optim.DecaySteps }, func(c *Config) bool { return c.Optim.Schedule == "cosine" }, withSchedule, "--lr-schedule cosine"},
+	{"decay-all", func(c *Config) any { return c.Optim.DecayAll }, func(c *Config) bool { return c.Model.Kind == "gpt" }, withModel,
+		"--model gpt (the other models decay every parameter, as torch.optim does)"},
 	{"lr-gamma", func(c *Config) any { return c.Optim.Gamma }, func(c *Config) bool { return c.Optim.Schedule == "step" }, withSchedule, "--lr-schedule step"},
 	{"allreduce", func(c *Config) any { return c.Dist.Allreduce }, func(c *Config) bool { return !c.Dist.Strategy.servers() }, withStrategy,
 		"the strategies that average over the ranks (allreduce, local-sgd); parameter servers take the gradients instead"},

@@ -1,0 +1,119 @@
+package model
+
+/*
+#include "kernels.h"
+*/
+import "C"
+
+import "unsafe"
+
+// The GPT's element-wise work in C (kernels_gpt.c), vectorised: in Go,
+// the cross-entropy over GPT-2's 50257 logits per position alone took a
+// third of the training step of the 6-layer, 384-wide model (math.Exp,
+// one at a time). Each wrapper checks the lengths the C code relies on.
+
+func i32(v []int32) *C.int32_t { return (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(v))) }
+
+// xent is SoftmaxCrossEntropy for wide rows (see Model.Loss): the loss
+// summed over rows (not averaged), the rows whose first largest logit is
+// the label, and, with d (which may be logits itself), the gradient of
+// the loss times scale.
+func xent(d, logits []float32, labels []int32, rows, classes int, scale float32) (loss float64, correct int) {
+	need(rows*classes, logits)
+	if d != nil {
+		need(rows*classes, d)
+	}
+	if len(labels) < rows {
+		panic("model: kernel buffer too short")
+	}
+	for _, y := range labels[:rows] {
+		if y < 0 || int(y) >= classes {
+			panic("model: label out of range")
+		}
+	}
+	if rows == 0 {
+		return 0, 0
+	}
+	var dp *C.float
+	if d != nil {
+		dp = f32(d)
+	}
+	var l C.double
+	var c C.int64_t
+	C.k_xent(dp, f32(logits), i32(labels), C.size_t(rows), C.size_t(classes), C.float(scale), &l, &c)
+	return float64(l), int(c)
+}
+
+func gelu(y, x []float32, n int) {
+	need(n, y, x)
+	if n > 0 {
+		C.k_gelu(f32(y), f32(x), C.size_t(n))
+	}
+}
+
+func geluBackward(dx, dy, x []float32, n int) {
+	need(n, dx, dy, x)
+	if n > 0 {
+		C.k_gelu_backward(f32(dx), f32(dy), f32(x), C.size_t(n))
+	}
+}
+
+func layerNorm(y, mean, rstd, x, w, b []float32, rows, c int) {
+	need(rows*c, y, x)
+	need(rows, mean, rstd)
+	need(c, w, b)
+	if rows > 0 {
+		C.k_layernorm(f32(y), f32(mean), f32(rstd), f32(x), f32(w), f32(b), C.size_t(rows), C.size_t(c), C.float(lnEps))
+	}
+}
+
+// layerNormBackward: dx (set, or added to when add; nil: none), dw and db
+// added to.
+func layerNormBackward(dx, dw, db, dy, x, w, mean, rstd []float32, rows, c int, add bool) {
+	need(rows*c, dy, x)
+	need(rows, mean, rstd)
+	need(c, dw, db, w)
+	var dxp *C.float
+	if dx != nil {
+		need(rows*c, dx)
+		dxp = f32(dx)
+	}
+	if rows > 0 {
+		C.k_layernorm_backward(dxp, f32(dw), f32(db), f32(dy), f32(x), f32(w), f32(mean), f32(rstd), C.size_t(rows), C.size_t(c), cbool(add))
+	}
+}
+
+// causalSoftmax turns each row i of the (t, t) scores p into the softmax
+// of its first i+1 entries, zeros after.
+func causalSoftmax(p []float32, t int) {
+	need(t*t, p)
+	if t > 0 {
+		C.k_causal_softmax(f32(p), C.size_t(t))
+	}
+}
+
+// causalSoftmaxBackward turns dp, the probabilities' gradient, into the
+// scores' times scale, in place.
+func causalSoftmaxBackward(dp, p []float32, t int, scale float32) {
+	need(t*t, dp, p)
+	if t > 0 {
+		C.k_causal_softmax_backward(f32(dp), f32(p), C.size_t(t), C.float(scale))
+	}
+}
+
+// colSum adds the column sums of dy (rows, c) to db.
+func colSum(db, dy []float32, rows, c int) {
+	need(rows*c, dy)
+	need(c, db)
+	if rows > 0 {
+		C.k_colsum(f32(db), f32(dy), C.size_t(rows), C.size_t(c))
+	}
+}
+
+// add sets y = a + b over n values.
+func add(y, a, b []float32, n int) {
+	need(n, y, a, b)
+	if n > 0 {
+		C.k_add(f32(y), f32(a), f32(b), C.size_t(n))
+	}
+}
