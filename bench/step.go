@@ -99,6 +99,12 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	fmt.Fprintf(out, "# %d rank(s) x batch %d, %s, allreduce %s, batchnorm %s; %d warm-up + %d timed steps\n",
 		w.Size(), b, s.Describe(), cfg.Dist.Allreduce, cfg.Dist.BN, sb.Warmup, sb.Steps)
 	fmt.Fprintf(out, "# %s on every rank at once: %.1f GFLOP/s per rank (slowest %.1f)\n", yard, sgemm, gemmMin[0])
+	if pos := s.Model.Positions(); pos > 1 {
+		tps := sps * float64(pos)
+		model := tps * s.Model.FLOPsPerToken() / float64(w.Size()) / 1e9
+		fmt.Fprintf(out, "tokens/s %.1f\nMFU %.3f (%.1f model GFLOP/s per rank, at 6N + 12 L C T = %.1f MFLOP per token, over %s's %.1f)\n",
+			tps, model/sgemm, model, s.Model.FLOPsPerToken()/1e6, short, sgemm)
+	}
 	fmt.Fprintf(out, "samples/s %.1f\nms/step %.2f (slowest rank; %.2f of it waiting for gradients)\nGFLOP/s per rank %.1f\nfraction of %s %.2f\npeak RSS per rank %.0f MiB\n",
 		sps, perStep*1e3, t[1]/float64(sb.Steps)*1e3, perRank, short, perRank/sgemm, t[2]/(1<<20))
 	if dev != nil {

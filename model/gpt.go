@@ -171,6 +171,20 @@ func (m *Model) buildGPT() error {
 	return nil
 }
 
+// FLOPsPerToken is the model FLOPs of training on one token as nanoGPT
+// and PaLM (Chowdhery et al. 2022, appendix B) count them for MFU: 6N
+// for the parameters' forward and backward matrix products, N without
+// the position embedding, plus 12 L C T for the attention's QK^T and AV.
+// The yardstick of `train bench step`'s MFU.
+func (m *Model) FLOPsPerToken() float64 {
+	g := m.Config.GPT
+	if g == nil {
+		return 0
+	}
+	n := m.Params.Len() - g.Context*g.Dim
+	return 6*float64(n) + 12*float64(g.Layers)*float64(g.Dim)*float64(g.Context)
+}
+
 // FitWeights says whether GPT-2 weights of another shape go into t by
 // their leading rows (checkpoint.Fit): the token table with the real or
 // the padded vocabulary (Hugging Face saves 50257 rows, llm.c 50304), and

@@ -7,10 +7,12 @@
 
 // The GPT's element-wise kernels: cross-entropy over the vocabulary,
 // GELU, LayerNorm, the causal softmax and its backward, bias gradients.
-// Like kernels.c they are compiled for AVX2+FMA and for the baseline and
-// picked at load time. They allocate nothing.
+// Like kernels.c they are compiled for several instruction sets and
+// picked at load time; here AVX-512 too (the exp of the cross-entropy ran
+// 20% faster with it: BenchmarkXent, 40-47 against 51-55 ms for 1024 x
+// 50257 logits). They allocate nothing.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define VEC __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define VEC __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define VEC
 #endif

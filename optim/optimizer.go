@@ -122,24 +122,6 @@ func (a *Adam) runs(n int) []segment {
 // adamStep is one update's constants.
 type adamStep struct{ b1, b2, c1, c2, step, rbc2, eps float32 }
 
-// apply updates one run of parameters, with decoupled decay as shrink or
-// L2 decay as l2, and returns the sum of g-g (0 unless some g is not
-// finite).
-func (k adamStep) apply(params, grads, m, v []float32, shrink, l2 float32) float32 {
-	var bad float32
-	m, v = m[:len(params)], v[:len(params)]
-	for i, g := range grads[:len(params)] {
-		bad += g - g
-		p := params[i] * shrink
-		g += l2 * p
-		mi := k.b1*m[i] + k.c1*g
-		vi := k.b2*v[i] + k.c2*g*g
-		m[i], v[i] = mi, vi
-		params[i] = p - k.step*mi/(float32(math.Sqrt(float64(vi)))*k.rbc2+k.eps)
-	}
-	return bad
-}
-
 // State is exp_avg and exp_avg_sq, PyTorch's names.
 func (a *Adam) State() map[string][]float32 {
 	return map[string][]float32{"exp_avg": a.M, "exp_avg_sq": a.V}
@@ -149,11 +131,7 @@ func (a *Adam) State() map[string][]float32 {
 // torch.nn.utils.clip_grad_norm_ does, and returns the norm before
 // clipping. The sum of squares is in float64.
 func ClipGradNorm(grads []float32, maxNorm float64) float64 {
-	var s float64
-	for _, g := range grads {
-		s += float64(g) * float64(g)
-	}
-	norm := math.Sqrt(s)
+	norm := math.Sqrt(sumSquares(grads))
 	if c := ClipScale(norm, maxNorm); c < 1 {
 		for i := range grads {
 			grads[i] *= float32(c)
