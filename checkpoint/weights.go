@@ -116,7 +116,7 @@ func loadWeights(path string, p *model.Params, params, buffers []float32, fit Fi
 			return fmt.Errorf("tensor %q differs from %q: this model ties them (the head is the token embedding); untied weights cannot be loaded", name, t.Of.Name)
 		}
 	}
-	for _, n := range st.Names() {
+	for _, n := range slices.Sorted(slices.Values(st.Names())) {
 		if !used[n] && !strings.HasPrefix(n, optimPrefix) && (ignore == nil || !ignore(n)) {
 			return fmt.Errorf("tensor %q is not in this model: weights for another model or other --layers?", n)
 		}

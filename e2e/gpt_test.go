@@ -1,11 +1,17 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
 	"train/internal/near"
+	"train/runlog"
 )
 
 // fortunes is a file of Debian's fortunes package, which setup installs:
@@ -101,4 +107,94 @@ func TestGPTBadInput(t *testing.T) {
 			noTrace(t, r)
 		})
 	}
+}
+
+// lastEval is the test (validation) loss of the log's last evaluation,
+// and its step.
+func lastEval(t *testing.T, log string) (int, float64) {
+	t.Helper()
+	recs, err := runlog.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		if r := recs[i]; (r.Type == "epoch" || r.Type == "eval") && r.TestLoss != nil {
+			return r.Step, *r.TestLoss
+		}
+	}
+	t.Fatalf("%s: no evaluation record", log)
+	return 0, 0
+}
+
+// TestGPTInPyTorch: PyTorch loads a trained GPT checkpoint into the
+// README's module (scripts/torch_gpt.py) with load_state_dict(strict=True),
+// lm_head.weight included, and gets our validation loss within 1e-4.
+// The same run checks --lr-decay-steps (the rate reaches zero there and
+// stays) and --eval-every (a validation record every 10 steps). Then
+// --init-from that checkpoint starts a run from its weights (a step at a
+// rate of nearly zero keeps its validation loss), and --init-from a file
+// for another vocabulary is refused in one line.
+func TestGPTInPyTorch(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	data := bytesCorpus(t, dir)
+	ck, log := filepath.Join(dir, "ck"), filepath.Join(dir, "run.jsonl")
+	mustTrain(t, 2, append(smallGPT(data), "--batch-size", "4", "--max-steps", "40", "--lr-decay-steps", "30", "--eval-every", "10",
+		"--checkpoint-dir", ck, "--log-file", log)...)
+	step, ours := lastEval(t, log)
+	path := filepath.Join(ck, fmt.Sprintf("step-%08d.safetensors", step))
+	out, err := exec.Command("/usr/bin/python3", "scripts/torch_gpt.py", "eval", path, data).CombinedOutput()
+	if err != nil {
+		t.Fatalf("torch_gpt.py eval: %v\n%s(install python3-torch with scripts/setup.sh --test)", err, out)
+	}
+	var got struct {
+		Step    int
+		ValLoss float64 `json:"val_loss"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("torch_gpt.py printed %q: %v", out, err)
+	}
+	if got.Step != step || !near.Close(ours, got.ValLoss, 0, 1e-4) {
+		t.Errorf("PyTorch: step %d val loss %.6f; train: step %d val loss %.6f", got.Step, got.ValLoss, step, ours)
+	}
+	t.Logf("val loss at step %d: train %.6f, PyTorch (float64, strict load) %.6f", step, ours, got.ValLoss)
+
+	recs, err := runlog.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evals := 0
+	for _, r := range recs {
+		switch {
+		case r.Type == "eval":
+			evals++
+		case r.Type == "step" && r.LR != nil:
+			// The rate of step s (s-1 steps done): warm-up over 5, then
+			// 0.5 (1 + cos(pi t)) with t = (s-1-5)/(30-5), 0 from step 31.
+			tt := math.Min(1, float64(r.Step-1-5)/25)
+			want := 3e-3 * 0.5 * (1 + math.Cos(math.Pi*tt))
+			if !near.Close(want, *r.LR, 1e-9, 1e-15) {
+				t.Errorf("step %d: lr %v, want %v (cosine to zero at --lr-decay-steps 30)", r.Step, *r.LR, want)
+			}
+		}
+	}
+	if evals != 3 { // steps 10, 20, 30; 40 is the run's end, evaluated anyway
+		t.Errorf("%d eval records, want 3 (--eval-every 10 over 40 steps)", evals)
+	}
+
+	log2 := filepath.Join(dir, "init.jsonl")
+	r := mustTrain(t, 2, append(smallGPT(data), "--batch-size", "4", "--max-steps", "1", "--lr", "1e-12", "--init-from", path, "--log-file", log2)...)
+	if !strings.Contains(r.stdout, "init: weights from "+path) {
+		t.Errorf("no init line:\n%s", r.stdout)
+	}
+	if _, v := lastEval(t, log2); !near.Close(ours, v, 0, 1e-4) {
+		t.Errorf("after --init-from %s and a step at lr 1e-12: val loss %v, want the checkpoint's %v", path, v, ours)
+	}
+	bad := trainRun(t, 2, time.Minute, nil, append(smallGPT(data), "--max-steps", "1", "--dim", "16", "--context", "16",
+		"--init-from", "testdata/reference/gpt-hf.safetensors")...)
+	lines := trainLines(bad.stderr)
+	if bad.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "--init-from testdata/reference/gpt-hf.safetensors: its token embedding has 61 rows, and the data's vocabulary is 256") {
+		t.Errorf("vocabulary mismatch: exit %d, lines %q", bad.code, lines)
+	}
+	noTrace(t, bad)
 }

@@ -178,6 +178,17 @@ def reference_gpt(g):
     write_safetensors(f"{OUT}/gpt.safetensors", out,
                       {"model": json.dumps(model), "torch": torch.__version__, "made_by": "scripts/torch_reference.py"})
     print(f"gpt: loss {loss.item():.6f}, {sum(p.numel() for p in module.parameters())} parameters")
+    # The same weights as Hugging Face's GPT2Model saves GPT-2's published
+    # ones (model.safetensors): names without "transformer.", the token
+    # table with the real vocabulary's rows only, each block's causal-mask
+    # buffers (attn.bias, attn.masked_bias), no lm_head. train --init-from
+    # must read it into the padded table and get the loss above.
+    hf = {k.removeprefix("transformer."): v for k, v in init.items()}
+    hf["wte.weight"] = hf["wte.weight"][: cfg["vocab"]].clone()
+    for i in range(cfg["layers"]):
+        hf[f"h.{i}.attn.bias"] = torch.tril(torch.ones(cfg["context"], cfg["context"])).view(1, 1, cfg["context"], cfg["context"])
+        hf[f"h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    write_safetensors(f"{OUT}/gpt-hf.safetensors", hf, {"format": "pt", "made_by": "scripts/torch_reference.py"})
 
 
 def main():

@@ -119,3 +119,86 @@ func compare(t *testing.T, name string, got, want []float32) {
 		t.Errorf("%s: against PyTorch: %v", name, err)
 	}
 }
+
+// TestInitFromHuggingFace loads the reference GPT's weights from the file
+// the reference script writes the way Hugging Face's GPT2Model saves
+// GPT-2's published weights (no "transformer." prefix, the 61-row token
+// table where train pads to 64, causal-mask buffers, no lm_head), as
+// --init-from does, and must get PyTorch's loss on the reference batch.
+// A table for another vocabulary, a too short position table and a
+// tensor the model lacks are refused, the parameters left untouched.
+func TestInitFromHuggingFace(t *testing.T) {
+	ref, err := os.ReadFile("../testdata/reference/gpt.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := safetensors.Deserialize(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, md, _ := safetensors.ReadMetadata(ref)
+	var cfg model.Config
+	if err := json.Unmarshal([]byte(md.Metadata()["model"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.Params
+	const hf = "../testdata/reference/gpt-hf.safetensors"
+	if err := checkpoint.LoadWeights(hf, p, p.Data, p.Buffers, m.FitWeights, model.IgnoreWeight); err != nil {
+		t.Fatal(err)
+	}
+	get := func(n string) []float32 {
+		v, ok := st.Tensor(n)
+		if !ok {
+			t.Fatalf("no tensor %s", n)
+		}
+		return floats(v)
+	}
+	x := get("x")
+	lv, _ := st.Tensor("labels")
+	labels := make([]int32, len(lv.Data())/8)
+	for i := range labels {
+		labels[i] = int32(binary.LittleEndian.Uint64(lv.Data()[8*i:]))
+	}
+	loss, _ := m.Loss(nil, m.Forward(x, len(labels)/m.Positions()), labels, len(labels))
+	lt, _ := st.Tensor("loss")
+	want := math.Float64frombits(binary.LittleEndian.Uint64(lt.Data()))
+	if !near.Close(want, loss, 1e-4, 0) {
+		t.Errorf("loss after --init-from %s: %v, PyTorch %v", hf, loss, want)
+	}
+	wte, _ := p.Lookup("transformer.wte.weight")
+	if pad := wte.Of(p.Data)[61*16:]; slices.ContainsFunc(pad, func(v float32) bool { return v != 0 }) {
+		t.Errorf("padding rows of the token table not zero: %v", pad)
+	}
+
+	before := slices.Clone(p.Data)
+	for _, tc := range []struct {
+		name string
+		cfg  model.GPTConfig
+		want string
+	}{
+		{"vocabulary", model.GPTConfig{Layers: 2, Heads: 2, Dim: 16, Context: 16, Vocab: 256, VocabPadded: 256}, "data's vocabulary is 256"},
+		{"context", model.GPTConfig{Layers: 2, Heads: 2, Dim: 16, Context: 32, Vocab: 61, VocabPadded: 64}, "fewer than --context 32"},
+		{"layers", model.GPTConfig{Layers: 1, Heads: 2, Dim: 16, Context: 16, Vocab: 61, VocabPadded: 64}, `tensor "h.1.attn.c_attn.bias" is not in this model`},
+	} {
+		g := tc.cfg
+		m2, err := model.Build(model.Config{Kind: "gpt", Classes: g.Vocab, GPT: &g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2 := m2.Params
+		err = checkpoint.LoadWeights(hf, p2, p2.Data, p2.Buffers, m2.FitWeights, model.IgnoreWeight)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "--init-from "+hf+": ") {
+			t.Errorf("%s: error %v, want one naming the file and %q", tc.name, err, tc.want)
+		}
+		if slices.ContainsFunc(p2.Data, func(v float32) bool { return v != 0 }) {
+			t.Errorf("%s: parameters written by a refused file", tc.name)
+		}
+	}
+	if !slices.Equal(before, p.Data) {
+		t.Error("the first model changed")
+	}
+}

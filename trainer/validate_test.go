@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"train/model"
 	"train/mpi"
 )
 
@@ -70,6 +71,19 @@ func TestValidate(t *testing.T) {
 		{"schedule", func(c *Config) { c.Optim.Schedule = "linear" }, `unknown --lr-schedule "linear"`},
 		{"step schedule", func(c *Config) { c.Optim.Schedule, c.Optim.StepEpochs = "step", 0 }, "--lr-step-epochs"},
 		{"warmup", func(c *Config) { c.Optim.WarmupSteps = -1 }, "--warmup-steps -1"},
+		{"decay steps", func(c *Config) { c.Optim.DecaySteps = -1 }, "--lr-decay-steps -1"},
+		{"decay steps in the warm-up", func(c *Config) { c.Optim.DecaySteps, c.Optim.WarmupSteps = 10, 10 }, "--lr-decay-steps 10 is not longer than --warmup-steps 10"},
+		{"decay steps with step", func(c *Config) {
+			c.Optim.Schedule, c.Optim.DecaySteps, c.Set["lr-decay-steps"] = "step", 100, true
+		}, "--lr-decay-steps 100 is not used with --lr-schedule step"},
+		{"decay all without decay", func(c *Config) {
+			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context = "gpt", 2, 2, 8, 16
+			c.Optim.DecayAll, c.Set["decay-all"] = true, true
+		}, "--decay-all without --weight-decay"},
+		{"decay all with the MLP", func(c *Config) {
+			c.Optim.DecayAll, c.Optim.WeightDecay, c.Set["decay-all"] = true, 0.1, true
+		}, "--decay-all true is not used with --model mlp"},
+		{"eval every", func(c *Config) { c.Observe.EvalEvery = -1 }, "--eval-every -1"},
 		// distribution
 		{"sync every", func(c *Config) { c.Dist.SyncEvery = 0 }, "--sync-every 0"},
 		{"servers", func(c *Config) { c.Dist.Servers = 0 }, "--servers 0"},
@@ -231,6 +245,32 @@ func TestParse(t *testing.T) {
 		}
 		if err := tc.parse(tc.bad); err == nil {
 			t.Errorf("%s accepted", tc.bad)
+		}
+	}
+}
+
+// TestVectors: GPT-2's convention decays the matrices and embeddings, not
+// the biases and LayerNorm weights: the spans without decay are exactly
+// the one-dimensional tensors, merged where they touch.
+func TestVectors(t *testing.T) {
+	m, err := model.Build(model.Config{Kind: "gpt", Classes: 11, GPT: &model.GPTConfig{Layers: 2, Heads: 2, Dim: 8, Context: 4, Vocab: 11, VocabPadded: 11}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m.Params
+	nodecay := make([]bool, p.Len())
+	for _, s := range vectors(p) {
+		for i := s.Lo; i < s.Hi; i++ {
+			nodecay[i] = true
+		}
+	}
+	for _, tn := range p.Tensors {
+		want := !strings.HasSuffix(tn.Name, "wte.weight") && !strings.HasSuffix(tn.Name, "wpe.weight") &&
+			(strings.HasSuffix(tn.Name, ".bias") || strings.Contains(tn.Name, "ln_"))
+		for i := tn.Offset; i < tn.Offset+tn.Size; i++ {
+			if nodecay[i] != want {
+				t.Fatalf("%s %v: without decay %v, want %v", tn.Name, tn.Shape, nodecay[i], want)
+			}
 		}
 	}
 }
