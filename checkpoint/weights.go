@@ -1,7 +1,10 @@
 package checkpoint
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -32,9 +35,39 @@ type Fit func(t model.Tensor, shape []int) (ok bool, err error)
 // params or buffers unless every check passes.
 func LoadWeights(path string, p *model.Params, params, buffers []float32, fit Fit, ignore func(string) bool) error {
 	if err := loadWeights(path, p, params, buffers, fit, ignore); err != nil {
-		return fmt.Errorf("--init-from %s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
+}
+
+// Metadata is the string metadata of the safetensors file at path (for a
+// checkpoint: the model's configuration, the run's position), read from
+// its header alone.
+func Metadata(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var n [8]byte
+	if _, err := io.ReadFull(f, n[:]); err != nil {
+		return nil, fmt.Errorf("not a safetensors file: %v", err)
+	}
+	size := binary.LittleEndian.Uint64(n[:])
+	if size > 100<<20 {
+		return nil, fmt.Errorf("not a safetensors file: a header of %d bytes", size)
+	}
+	h := make([]byte, size)
+	if _, err := io.ReadFull(f, h); err != nil {
+		return nil, fmt.Errorf("not a safetensors file: %v", err)
+	}
+	var header struct {
+		Meta map[string]string `json:"__metadata__"`
+	}
+	if err := json.Unmarshal(h, &header); err != nil {
+		return nil, fmt.Errorf("not a safetensors file: its header: %v", err)
+	}
+	return header.Meta, nil
 }
 
 func loadWeights(path string, p *model.Params, params, buffers []float32, fit Fit, ignore func(string) bool) error {

@@ -198,3 +198,52 @@ func TestGPTInPyTorch(t *testing.T) {
 	}
 	noTrace(t, bad)
 }
+
+// TestGPTGenerate: train generate from a byte-level GPT's checkpoint
+// directory: exactly --tokens tokens (bytes here) after the prompt, also
+// past the context (the window slides); the same seed gives the same text
+// and temperature 0 the same text whatever the seed; bad input is one line.
+func TestGPTGenerate(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	mustTrain(t, 2, append(smallGPT(bytesCorpus(t, dir)), "--batch-size", "4", "--max-steps", "20", "--checkpoint-dir", ck)...)
+	gen := func(args ...string) (string, result) {
+		r := trainRun(t, 0, time.Minute, nil, append([]string{"generate", "--checkpoint", ck, "--prompt", "The law"}, args...)...)
+		return r.stdout, r
+	}
+	a, r := gen("--tokens", "80", "--seed", "7")
+	// The text, and a newline after it unless it ends with one.
+	if n := len("The law") + 80; r.code != 0 || !strings.HasPrefix(a, "The law") || !(len(a) == n+1 || len(a) == n && strings.HasSuffix(a, "\n")) {
+		t.Fatalf("exit %d, %d bytes of output (want the prompt and 80 bytes, past the context of 32): %q\n%s", r.code, len(a), a, r.stderr)
+	}
+	if b, _ := gen("--tokens", "80", "--seed", "7"); b != a {
+		t.Errorf("the same seed gave another text:\n%q\n%q", a, b)
+	}
+	if b, _ := gen("--tokens", "80", "--seed", "8"); b == a {
+		t.Errorf("seeds 7 and 8 gave the same text %q", a)
+	}
+	g1, _ := gen("--tokens", "40", "--temperature", "0", "--seed", "1")
+	g2, _ := gen("--tokens", "40", "--temperature", "0", "--seed", "2")
+	if g1 != g2 {
+		t.Errorf("greedy decoding depends on the seed:\n%q\n%q", g1, g2)
+	}
+	t.Logf("sample after 20 steps: %q", a)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"generate", "--checkpoint", filepath.Join(dir, "none"), "--prompt", "x"}, "--checkpoint: stat"},
+		{[]string{"generate", "--checkpoint", dir, "--prompt", "x"}, "no step-*.safetensors checkpoint"},
+		{[]string{"generate", "--checkpoint", ck, "--prompt", "", "--tokens", "5"}, "--prompt is empty and the bytes vocabulary has no start token"},
+		{[]string{"generate", "--checkpoint", ck, "--prompt", "x", "--tokenizer", "gpt2"}, "--tokenizer gpt2 has 50257 tokens, the model"},
+		{[]string{"generate", "--checkpoint", ck, "--prompt", "x", "--top-k", "-1"}, "none may be negative"},
+	} {
+		r := trainRun(t, 0, time.Minute, nil, tc.args...)
+		lines := trainLines(r.stderr)
+		if r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+			t.Errorf("%q: exit %d, lines %q: want one line with %q", tc.args, r.code, lines, tc.want)
+		}
+		noTrace(t, r)
+	}
+}

@@ -19,5 +19,8 @@ func WriteInit(cfg Config, path string) error {
 	s.Model.Init(s.Cfg.Optim.Seed)
 	st := &checkpoint.State{Params: s.Model.Params.Data, Buffers: s.Model.Params.Buffers, Meta: map[string]string{
 		"model": s.Model.Config.String(), "seed": fmt.Sprint(s.Cfg.Optim.Seed)}}
+	if s.tokenizer != "" {
+		st.Meta["tokenizer"] = s.tokenizer
+	}
 	return checkpoint.Write(path, s.Model.Params, st)
 }

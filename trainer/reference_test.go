@@ -191,7 +191,7 @@ func TestInitFromHuggingFace(t *testing.T) {
 		}
 		p2 := m2.Params
 		err = checkpoint.LoadWeights(hf, p2, p2.Data, p2.Buffers, m2.FitWeights, model.IgnoreWeight)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "--init-from "+hf+": ") {
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), hf+": ") {
 			t.Errorf("%s: error %v, want one naming the file and %q", tc.name, err, tc.want)
 		}
 		if slices.ContainsFunc(p2.Data, func(v float32) bool { return v != 0 }) {

@@ -36,6 +36,7 @@ type Session struct {
 
 	trainSet, testSet source // what the run trains and evaluates on (source.go)
 	dataName          string // for the log
+	tokenizer         string // the token data's (gpt2, bytes), saved in checkpoints
 
 	exec     Executor
 	strategy Strategy

@@ -93,6 +93,7 @@ func (s *Session) loadTokens() error {
 		return fmt.Errorf("--context %d: longer than the data (%d training and %d validation tokens in %s): lower --context", t, len(ts.Train), len(ts.Val), c.Data.Dir)
 	}
 	s.trainSet, s.testSet = tokens{train}, tokens{val}
+	s.tokenizer = ts.Tokenizer.Name
 	v := ts.Tokenizer.Vocab
 	s.dataName = fmt.Sprintf("%s: %d training and %d validation tokens (%s, vocabulary %d): %d and %d windows of %d", ts.Name,
 		len(ts.Train), len(ts.Val), ts.Tokenizer.Name, v, train.Len(), val.Len(), t)

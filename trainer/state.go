@@ -47,7 +47,7 @@ func (s *Session) initialState(bench bool) error {
 	if f := c.Model.InitFrom; f != "" {
 		p := s.Model.Params
 		if err := checkpoint.LoadWeights(f, p, p.Data, p.Buffers, s.Model.FitWeights, model.IgnoreWeight); err != nil {
-			return err
+			return fmt.Errorf("--init-from %w", err)
 		}
 		s.rep.say("init: weights from %s\n", f)
 	}
@@ -280,6 +280,9 @@ func (s *Session) checkpoint() error {
 		"decay_all":      strconv.FormatBool(c.Optim.DecayAll),
 		"lr_plan":        strings.Join([]string{strconv.Itoa(sc.Warmup), strconv.Itoa(sc.Total), strconv.Itoa(sc.StepSize), strconv.FormatInt(sc.Batch, 10)}, ","),
 		"batchnorm":      c.Dist.BN.String(),
+	}
+	if s.tokenizer != "" {
+		meta["tokenizer"] = s.tokenizer // train generate decodes with it
 	}
 	if err := s.strategy.BeforeSave(meta); err != nil {
 		return err
