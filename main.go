@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
@@ -100,26 +101,43 @@ var initCommand = &cli.Command{
 
 // plotCommand draws a run log's curves.
 var plotCommand = &cli.Command{
-	Name:      "plot",
-	Usage:     "draw the loss, accuracy and throughput curves of a --log-file as a PNG",
-	UsageText: "train plot run.jsonl -o curves.png [--width 1200 --height 900]",
+	Name:  "plot",
+	Usage: "draw a --log-file's loss, accuracy and throughput curves as a PNG; given several logs, their loss curves on shared axes",
+	UsageText: "train plot run.jsonl -o curves.png [--width 1200 --height 900]\n" +
+		"train plot ours.jsonl theirs.jsonl ... -o compare.png   (each run labelled by its start record's model)",
 	Flags: []cli.Flag{
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "curves.png", Usage: "PNG file to write"},
 		&cli.IntFlag{Name: "width", Value: 1200, Usage: "pixels"},
 		&cli.IntFlag{Name: "height", Value: 900, Usage: "pixels"},
 	},
 	Action: func(c *cli.Context) error {
-		if c.NArg() != 1 {
-			return fmt.Errorf("train plot takes one run log (written with --log-file), got %d arguments", c.NArg())
+		if c.NArg() < 1 {
+			return fmt.Errorf("train plot takes one run log (written with --log-file), or several to compare")
 		}
 		if c.Int("width") < 100 || c.Int("height") < 100 {
 			return fmt.Errorf("--width and --height: at least 100 pixels")
 		}
-		recs, err := runlog.ReadFile(c.Args().First())
-		if err != nil {
-			return err
+		var runs []runlog.Run
+		for _, path := range c.Args().Slice() {
+			recs, err := runlog.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			name := filepath.Base(path)
+			for _, r := range recs {
+				if r.Type == "start" && r.Model != "" {
+					name = filepath.Base(path) + ": " + r.Model
+				}
+			}
+			runs = append(runs, runlog.Run{Name: name, Recs: recs})
 		}
-		if err := runlog.Plot(recs, c.String("output"), c.Int("width"), c.Int("height")); err != nil {
+		var err error
+		if len(runs) == 1 {
+			err = runlog.Plot(runs[0].Recs, c.String("output"), c.Int("width"), c.Int("height"))
+		} else {
+			err = runlog.Compare(runs, c.String("output"), c.Int("width"), c.Int("height"))
+		}
+		if err != nil {
 			return fmt.Errorf("%s: %v", c.String("output"), err)
 		}
 		return nil
