@@ -96,8 +96,12 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	perRank := sps * float64(flops) / float64(w.Size()) / 1e9
 	fmt.Fprintf(out, "# train bench step: %s, %d parameters, %.1f MFLOP (GEMM) per training sample; %s\n",
 		cfg.ModelName(), s.Model.Params.Len(), float64(flops)/1e6, s.Data())
-	fmt.Fprintf(out, "# %d rank(s) x batch %d, %s, allreduce %s, batchnorm %s; %d warm-up + %d timed steps\n",
-		w.Size(), b, s.Describe(), cfg.Dist.Allreduce, cfg.Dist.BN, sb.Warmup, sb.Steps)
+	bn := ""
+	if len(s.Model.Params.BufferTensors) > 0 {
+		bn = ", batchnorm " + cfg.Dist.BN.String()
+	}
+	fmt.Fprintf(out, "# %d rank(s) x batch %d, %s, allreduce %s%s; %d warm-up + %d timed steps\n",
+		w.Size(), b, s.Describe(), cfg.Dist.Allreduce, bn, sb.Warmup, sb.Steps)
 	fmt.Fprintf(out, "# %s on every rank at once: %.1f GFLOP/s per rank (slowest %.1f)\n", yard, sgemm, gemmMin[0])
 	if pos := s.Model.Positions(); pos > 1 {
 		tps := sps * float64(pos)
