@@ -28,3 +28,5 @@ void k_causal_softmax(float *p, size_t T);
 void k_causal_softmax_backward(float *dp, const float *p, size_t T, float scale);
 void k_colsum(float *db, const float *dy, size_t rows, size_t C);
 void k_add(float *y, const float *a, const float *b, size_t n);
+void k_embed(float *y, const float *ids, const float *wte, const float *wpe, size_t rows, size_t T, size_t C);
+void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T, size_t C);

@@ -274,3 +274,26 @@ VEC void k_colsum(float *db, const float *dy, size_t rows, size_t C) {
 VEC void k_add(float *y, const float *a, const float *b, size_t n) {
 	for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
+
+// The embedding's forward: y[r] = wte[id_r] + wpe[r mod T] for rows of C,
+// the token ids as floats (exact below 2^24).
+VEC void k_embed(float *y, const float *ids, const float *wte, const float *wpe, size_t rows, size_t T, size_t C) {
+	for (size_t r = 0; r < rows; r++) {
+		const float *tok = wte + (size_t)ids[r] * C, *pos = wpe + (r % T) * C;
+		float *yr = y + r * C;
+		for (size_t c = 0; c < C; c++) yr[c] = tok[c] + pos[c];
+	}
+}
+
+// Its backward: dy's rows added into the rows of the tokens and positions
+// used, in row order (a token used twice gets both, in that order).
+VEC void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T, size_t C) {
+	for (size_t r = 0; r < rows; r++) {
+		float *tok = dwte + (size_t)ids[r] * C, *pos = dwpe + (r % T) * C;
+		const float *d = dy + r * C;
+		for (size_t c = 0; c < C; c++) {
+			tok[c] += d[c];
+			pos[c] += d[c];
+		}
+	}
+}

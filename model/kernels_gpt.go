@@ -117,3 +117,35 @@ func add(y, a, b []float32, n int) {
 		C.k_add(f32(y), f32(a), f32(b), C.size_t(n))
 	}
 }
+
+// embed sets y (rows, c) to the token rows of wte the ids name plus the
+// position rows of wpe (row r at position r mod t). The ids are checked
+// against the table here, as the C code indexes with them.
+func embed(y, ids, wte, wpe []float32, rows, t, c int) {
+	checkIDs(ids, rows, len(wte)/c)
+	need(rows*c, y)
+	need(t*c, wpe)
+	if rows > 0 {
+		C.k_embed(f32(y), f32(ids), f32(wte), f32(wpe), C.size_t(rows), C.size_t(t), C.size_t(c))
+	}
+}
+
+// embedBackward adds dy's rows into dwte's and dwpe's rows the ids and
+// positions name.
+func embedBackward(dwte, dwpe, dy, ids []float32, rows, t, c int) {
+	checkIDs(ids, rows, len(dwte)/c)
+	need(rows*c, dy)
+	need(t*c, dwpe)
+	if rows > 0 {
+		C.k_embed_backward(f32(dwte), f32(dwpe), f32(dy), f32(ids), C.size_t(rows), C.size_t(t), C.size_t(c))
+	}
+}
+
+func checkIDs(ids []float32, rows, vocab int) {
+	need(rows, ids)
+	for _, id := range ids[:rows] {
+		if !(id >= 0 && int(id) < vocab) {
+			panic("model: token id out of the embedding table")
+		}
+	}
+}

@@ -11,7 +11,8 @@ import "math/rand/v2"
 // Embedding is GPT-2's input: token embedding wte (vocab rows, C) plus
 // position embedding wpe (T, C). Its input is T token ids per sample as
 // float32 (exact below 2^24), its output (T, C). Ids are checked by the
-// data reader (below the vocabulary); a bad one would index out of range.
+// data reader (below the vocabulary) and again before the C kernels use
+// them.
 type Embedding struct {
 	p          *Params
 	WTE, WPE   Tensor
@@ -35,32 +36,13 @@ func (e *Embedding) init(rng *rand.Rand) {
 
 // Forward: y[s,t,:] = wte[x[s,t]] + wpe[t].
 func (e *Embedding) Forward(y, x []float32, n int) {
-	wte, wpe, c := e.WTE.Of(e.p.Data), e.WPE.Of(e.p.Data), e.c
-	for s := range n {
-		for t := range e.t {
-			id := int(x[s*e.t+t])
-			row, tok, pos := y[(s*e.t+t)*c:][:c], wte[id*c:][:c], wpe[t*c:][:c]
-			for j := range c {
-				row[j] = tok[j] + pos[j]
-			}
-		}
-	}
+	embed(y, x, e.WTE.Of(e.p.Data), e.WPE.Of(e.p.Data), n*e.t, e.t, e.c)
 }
 
 // Backward adds dy into the rows of the tokens and positions used; there
 // is no input gradient (token ids).
 func (e *Embedding) Backward(_, dy, x, _ []float32, n int) {
-	dwte, dwpe, c := e.WTE.Of(e.p.Grad), e.WPE.Of(e.p.Grad), e.c
-	for s := range n {
-		for t := range e.t {
-			id := int(x[s*e.t+t])
-			d, tok, pos := dy[(s*e.t+t)*c:][:c], dwte[id*c:][:c], dwpe[t*c:][:c]
-			for j := range c {
-				tok[j] += d[j]
-				pos[j] += d[j]
-			}
-		}
-	}
+	embedBackward(e.WTE.Of(e.p.Grad), e.WPE.Of(e.p.Grad), dy, x, n*e.t, e.t, e.c)
 }
 
 // normal fills v from N(0, std).
