@@ -159,3 +159,27 @@ func itoa(d int) string {
 	}
 	return itoa(d/10) + string(rune('0'+d%10))
 }
+
+// TestGPTStepAllocates nothing: after the first step has sized every
+// buffer, a training step (forward, loss and its gradient, backward)
+// allocates no Go memory, so a long run puts no load on the garbage
+// collector.
+func TestGPTStepAllocatesNothing(t *testing.T) {
+	m := tinyGPT(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	x := ids(rng, tn*tt, tv)
+	labels := make([]int32, tn*tt)
+	for i := range labels {
+		labels[i] = int32(rng.IntN(tv))
+	}
+	step := func() {
+		clear(m.Params.Grad)
+		logits := m.Forward(x, tn)
+		m.Loss(m.LossGrad(tn), logits, labels, tn*tt)
+		m.Backward(tn)
+	}
+	step()
+	if n := testing.AllocsPerRun(5, step); n != 0 {
+		t.Errorf("a GPT step allocates %v times, want 0", n)
+	}
+}

@@ -2,6 +2,10 @@ package model
 
 /*
 #include "kernels.h"
+// k_xent writes its sums through pointers to Go locals; keep them on the
+// stack (a training step allocates nothing).
+#cgo noescape k_xent
+#cgo nocallback k_xent
 */
 import "C"
 

@@ -55,3 +55,28 @@ func TestSegments(t *testing.T) {
 		t.Errorf("shard [1, 6): %v, want %v", sh.NoDecay, want)
 	}
 }
+
+// TestStepAllocatesNothing: an optimizer step and the gradient clip
+// allocate no Go memory, with and without decay spans.
+func TestStepAllocatesNothing(t *testing.T) {
+	for _, name := range Names {
+		for _, spans := range [][]Span{nil, {{0, 2}, {5, 7}}} {
+			o, err := New(Config{Name: name, Momentum: 0.9, WeightDecay: 0.1, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, NoDecay: spans}, 9)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, g := make([]float32, 9), make([]float32, 9)
+			for i := range g {
+				g[i] = float32(i) - 4
+			}
+			step := 0
+			if n := testing.AllocsPerRun(5, func() {
+				step++
+				ClipGradNorm(g, 1)
+				o.Step(p, g, 0.1, step)
+			}); n != 0 {
+				t.Errorf("%s, no-decay spans %v: a step allocates %v times, want 0", name, spans, n)
+			}
+		}
+	}
+}
