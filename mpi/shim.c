@@ -247,3 +247,17 @@ int tr_exchange(MPI_Comm c, int nrecv, int nsend, void **bufs, const int *counts
 	if (rq != stack) free(rq);
 	return rc;
 }
+
+// Non-blocking point-to-point for the pipeline's activations and
+// gradients (request.go): the request handle lives in the caller's Request.
+int tr_isend(MPI_Comm c, const void *buf, int count, int type, int dest, int tag, MPI_Request *rq) {
+	return MPI_Isend(buf, count, tr_type(type), dest, tag, c, rq);
+}
+
+int tr_irecv(MPI_Comm c, void *buf, int count, int type, int source, int tag, MPI_Request *rq) {
+	return MPI_Irecv(buf, count, tr_type(type), source, tag, c, rq);
+}
+
+int tr_wait(MPI_Request *rq) { return MPI_Wait(rq, MPI_STATUS_IGNORE); }
+
+int tr_test(MPI_Request *rq, int *done) { return MPI_Test(rq, done, MPI_STATUS_IGNORE); }

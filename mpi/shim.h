@@ -31,6 +31,10 @@ int tr_iprobe(MPI_Comm c, int from, int tag, int *flag, int *source);
 int tr_probe(MPI_Comm c, int tag, int *source);
 int tr_recv(MPI_Comm c, void *buf, int count, int type, int source, int tag);
 int tr_sendrecv(MPI_Comm c, const void *send, int scount, int dest, void *recv, int rcount, int source, int tag);
+int tr_isend(MPI_Comm c, const void *buf, int count, int type, int dest, int tag, MPI_Request *rq);
+int tr_irecv(MPI_Comm c, void *buf, int count, int type, int source, int tag, MPI_Request *rq);
+int tr_wait(MPI_Request *rq);
+int tr_test(MPI_Request *rq, int *done);
 int tr_exchange(MPI_Comm c, int nrecv, int nsend, void **bufs, const int *counts, const int *types, const int *peers, const int *tags);
 
 void tr_encode16(unsigned short *dst, const float *src, long n, int kind);
