@@ -42,6 +42,7 @@ var (
 	augFlag     = &cli.StringFlag{Name: "augment", Value: "auto", Usage: "training augmentation: crop and/or flip (comma-separated), none, or auto (crop,flip for cnn and resnet, none for mlp)", EnvVars: env("AUGMENT"), Category: catModel}
 	cropPadFlag = &cli.IntFlag{Name: "crop-pad", Value: 4, Usage: "random crop: pad each side by this many pixels first", EnvVars: env("CROP_PAD"), Category: catModel}
 
+	microFlag  = &cli.IntFlag{Name: "micro-batches", Value: 1, Usage: "split each rank's batch into this many equal micro-batches, run one after another with their gradients summed (GPipe's micro-batches; BatchNorm statistics per micro-batch)", EnvVars: env("MICRO_BATCHES"), Category: catOptim}
 	batchFlag  = &cli.IntFlag{Name: "batch-size", Value: 64, Usage: "samples per step per rank; the global batch is this x the number of ranks", EnvVars: env("BATCH_SIZE"), Category: catOptim}
 	evalBatch  = &cli.IntFlag{Name: "eval-batch", Value: 0, Usage: "samples per evaluation pass per rank (0: --batch-size)", EnvVars: env("EVAL_BATCH"), Category: catOptim}
 	epochsFlag = &cli.IntFlag{Name: "epochs", Value: 5, Usage: "passes over the training set; also the length the schedule plans for", EnvVars: env("EPOCHS"), Category: catOptim}
@@ -113,7 +114,7 @@ var (
 
 var trainFlags = append([]cli.Flag{
 	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
-	batchFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
+	batchFlag, microFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
@@ -144,7 +145,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 			Layers: c.Int(layersFlag.Name), Heads: c.Int(headsFlag.Name), Dim: c.Int(dimFlag.Name), Context: c.Int(contextFlag.Name), Vocab: c.Int(vocabFlag.Name),
 			InitFrom: c.String(initFrom.Name)},
 		Data: trainer.DataOptions{Dir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
-			CropPad: c.Int(cropPadFlag.Name), BatchSize: c.Int(batchFlag.Name), EvalBatch: c.Int(evalBatch.Name)},
+			CropPad: c.Int(cropPadFlag.Name), BatchSize: c.Int(batchFlag.Name), MicroBatches: c.Int(microFlag.Name), EvalBatch: c.Int(evalBatch.Name)},
 		Optim: trainer.OptimOptions{Optimizer: c.String(optFlag.Name), LR: c.Float64(lrFlag.Name), Schedule: c.String(schedFlag.Name),
 			WarmupSteps: c.Int(warmFlag.Name), DecaySteps: c.Int(decaySteps.Name), DecayAll: c.Bool(decayAll.Name), StepEpochs: c.Int(stepEpochs.Name), Gamma: c.Float64(gammaFlag.Name),
 			Momentum: c.Float64(momFlag.Name), Nesterov: c.Bool(nestFlag.Name), WeightDecay: c.Float64(wdFlag.Name),

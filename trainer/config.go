@@ -54,7 +54,11 @@ type DataOptions struct {
 	Augment          Augment
 	CropPad          int
 	BatchSize        int // per data-parallel rank
-	EvalBatch        int // 0: BatchSize (Defaults)
+	// MicroBatches splits each rank's batch into this many equal parts run
+	// one after another, their gradients summed (exec_micro.go): the
+	// pipeline's micro-batches on one stage, and its reference.
+	MicroBatches int // 0 or 1: whole batches
+	EvalBatch    int // 0: BatchSize (Defaults)
 }
 
 // OptimOptions are the optimizer, its learning-rate schedule, and how long

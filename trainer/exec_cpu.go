@@ -17,7 +17,12 @@ type cpuExecutor struct {
 	logits      []float32
 	loss        float64
 	correct, nb int
+	lossScale   float32 // the loss gradient's factor besides 1/rows (micro-batches: 1/M); 0 is 1
 }
+
+// scaleLoss makes later Forwards' loss gradients scale times the batch's
+// mean (exec_micro.go: each of M micro-batches carries 1/M of the step).
+func (e *cpuExecutor) scaleLoss(scale float32) { e.lossScale = scale }
 
 func newCPUExecutor(s *Session) (Executor, error) {
 	return &cpuExecutor{m: s.Model, opt: s.Opt, blas: s.blas}, nil
@@ -31,7 +36,13 @@ func (e *cpuExecutor) Forward(x []float32, y []int32) error {
 	b := len(y) / e.m.Positions()
 	e.nb = b
 	e.logits = e.m.Forward(x, b)
-	e.loss, e.correct = e.m.Loss(e.m.LossGrad(b), e.logits, y, len(y))
+	d := e.m.LossGrad(b)
+	e.loss, e.correct = e.m.Loss(d, e.logits, y, len(y))
+	if s := e.lossScale; s != 0 && s != 1 {
+		for i := range d {
+			d[i] *= s
+		}
+	}
 	return nil
 }
 

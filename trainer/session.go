@@ -213,6 +213,11 @@ func (s *Session) build(r, d int) error {
 		return err
 	}
 	s.undo = append(s.undo, s.exec.Close)
+	if m := c.Data.MicroBatches; m > 1 {
+		if s.exec, err = newMicroExecutor(s.exec, m, s.Model.Positions()); err != nil {
+			return err
+		}
+	}
 	if dir := c.Checkpoint.Dir; dir != "" && r == 0 {
 		if err := checkWritable(dir); err != nil {
 			return fmt.Errorf("--checkpoint-dir %s: %v", dir, err)

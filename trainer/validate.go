@@ -56,6 +56,10 @@ func (d *DataOptions) Validate() error {
 		return fmt.Errorf("--batch-size %d: must be positive", d.BatchSize)
 	case d.EvalBatch < 0:
 		return fmt.Errorf("--eval-batch %d: must not be negative", d.EvalBatch)
+	case d.MicroBatches < 0:
+		return fmt.Errorf("--micro-batches %d: must not be negative (0 and 1 both run whole batches)", d.MicroBatches)
+	case d.MicroBatches > 1 && d.BatchSize%d.MicroBatches != 0:
+		return fmt.Errorf("--micro-batches %d does not divide --batch-size %d: each micro-batch must have the same number of samples", d.MicroBatches, d.BatchSize)
 	case d.CropPad < 0:
 		return fmt.Errorf("--crop-pad %d: must not be negative", d.CropPad)
 	case d.Dir == "synthetic" && d.SyntheticSamples <= 0:
@@ -244,6 +248,8 @@ func (c *Config) validateCombinations() error {
 	switch {
 	case c.Device.Device == CPU && d.Allreduce == NCCL && !d.Strategy.servers():
 		return fmt.Errorf("--allreduce nccl needs --device cuda (NCCL reduces GPU buffers); use ring or mpi")
+	case c.Device.Device == CUDA && c.Data.MicroBatches > 1:
+		return fmt.Errorf("--micro-batches %d with --device cuda: the GPU path runs whole batches so far; drop it or train on the CPU", c.Data.MicroBatches)
 	case c.Device.Device == CUDA && c.Model.Kind == "gpt":
 		return fmt.Errorf("--device cuda --model gpt: the GPU path has no transformer yet (issue 21); train it on the CPU")
 	case c.Model.Kind == "gpt" && c.Data.Dir == "synthetic":

@@ -54,11 +54,14 @@ func TestValidate(t *testing.T) {
 		{"gpt on cuda", func(c *Config) {
 			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context, c.Device.Device = "gpt", 1, 1, 8, 16, CUDA
 		}, "--device cuda --model gpt"},
+		{"micro-batches on cuda", func(c *Config) { c.Device.Device, c.Data.BatchSize, c.Data.MicroBatches = CUDA, 8, 2 }, "--micro-batches 2 with --device cuda"},
 		{"layers with the MLP", func(c *Config) { c.Set["layers"] = true }, "--layers 0 is not used with --model mlp"},
 		// data
 		{"batch 0", func(c *Config) { c.Data.BatchSize = 0 }, "--batch-size 0"},
 		{"eval batch", func(c *Config) { c.Data.EvalBatch = -1 }, "--eval-batch -1"},
 		{"crop pad", func(c *Config) { c.Data.CropPad = -1 }, "--crop-pad -1"},
+		{"micro-batches negative", func(c *Config) { c.Data.MicroBatches = -1 }, "--micro-batches -1: must not be negative"},
+		{"micro-batches not dividing", func(c *Config) { c.Data.BatchSize, c.Data.MicroBatches = 8, 3 }, "--micro-batches 3 does not divide --batch-size 8"},
 		{"synthetic samples", func(c *Config) { c.Data.Dir, c.Data.SyntheticSamples = "synthetic", 0 }, "--synthetic-samples 0"},
 		// optimizer
 		{"epochs", func(c *Config) { c.Optim.Epochs = 0 }, "--epochs 0"},
