@@ -220,14 +220,23 @@ func Load(path string, p *model.Params, s *State) error {
 	return nil
 }
 
-func loadCheckpoint(path string, p *model.Params, s *State) error {
+// readFile reads and parses the safetensors file at path.
+func readFile(path string) ([]byte, safetensors.SafeTensors, error) {
 	buf, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, safetensors.SafeTensors{}, err
 	}
 	st, err := safetensors.Deserialize(buf)
 	if err != nil {
-		return fmt.Errorf("not a valid safetensors file: %v", err)
+		return nil, st, fmt.Errorf("not a valid safetensors file: %v", err)
+	}
+	return buf, st, nil
+}
+
+func loadCheckpoint(path string, p *model.Params, s *State) error {
+	buf, st, err := readFile(path)
+	if err != nil {
+		return err
 	}
 	_, md, _ := safetensors.ReadMetadata(buf)
 	meta := md.Metadata()

@@ -71,13 +71,9 @@ func Metadata(path string) (map[string]string, error) {
 }
 
 func loadWeights(path string, p *model.Params, params, buffers []float32, fit Fit, ignore func(string) bool) error {
-	buf, err := os.ReadFile(path)
+	_, st, err := readFile(path)
 	if err != nil {
 		return err
-	}
-	st, err := safetensors.Deserialize(buf)
-	if err != nil {
-		return fmt.Errorf("not a valid safetensors file: %v", err)
 	}
 	if fit == nil {
 		fit = func(model.Tensor, []int) (bool, error) { return false, nil }

@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from torch_gpt import GPT  # the README's GPT-2 module, in its own file
+from torch_gpt import DTYPES, GPT, read_safetensors  # the README's GPT-2 module, in its own file
 
 OUT = "testdata/reference"
 
@@ -89,23 +89,7 @@ class ResNet(nn.Module):
         return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
 
 
-DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}
 NAMES = {v: k for k, v in DTYPES.items()}
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        blob = f.read()
-    (n,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8 : 8 + n])
-    meta = header.pop("__metadata__", {})
-    data = blob[8 + n :]
-    out = {}
-    for name, info in header.items():
-        lo, hi = info["data_offsets"]
-        t = torch.frombuffer(bytearray(data[lo:hi]), dtype=DTYPES[info["dtype"]])
-        out[name] = t.reshape(info["shape"])
-    return out, meta
 
 
 def write_safetensors(path, tensors, meta):

@@ -273,19 +273,7 @@ var sigNames = map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIG
 // endEpoch evaluates the test set across ranks and hands the epoch (or
 // the part of it that ran) to the hooks.
 func (s *Session) endEpoch(train *stats, took time.Duration) error {
-	if err := s.syncBuffers(); err != nil {
-		return err
-	}
-	start := time.Now()
-	test, err := s.evaluateTest()
-	if err != nil {
-		return err
-	}
-	evalTook := time.Since(start)
-	sum := []float64{train.loss, train.correct, train.count, test.loss, test.correct, test.count}
-	s.prog.enter(opEvaluation)
-	err = s.W.AllreduceFloat64(sum, mpi.Sum)
-	s.prog.leave()
+	sum, start, evalTook, err := s.evaluateAcross(train.loss, train.correct, train.count)
 	if err != nil {
 		return err
 	}
@@ -302,18 +290,7 @@ func (s *Session) endEpoch(train *stats, took time.Duration) error {
 // evalNow evaluates the test split inside an epoch (--eval-every; the
 // epoch's end evaluates anyway) and tells the hooks that watch for it.
 func (s *Session) evalNow() error {
-	if err := s.syncBuffers(); err != nil {
-		return err
-	}
-	start := time.Now()
-	test, err := s.evaluateTest()
-	if err != nil {
-		return err
-	}
-	sum := []float64{test.loss, test.correct, test.count}
-	s.prog.enter(opEvaluation)
-	err = s.W.AllreduceFloat64(sum, mpi.Sum)
-	s.prog.leave()
+	sum, start, _, err := s.evaluateAcross()
 	if err != nil {
 		return err
 	}
@@ -325,6 +302,28 @@ func (s *Session) evalNow() error {
 		}
 	}
 	return nil
+}
+
+// evaluateAcross brings the replicas' buffers together, evaluates this
+// rank's shard of the test set, and sums local (this rank's other
+// figures, if any) followed by the test loss, correct count and sample
+// count over the ranks, in one allreduce. took is the evaluation's own
+// time, before the sum.
+func (s *Session) evaluateAcross(local ...float64) (sum []float64, start time.Time, took time.Duration, err error) {
+	if err := s.syncBuffers(); err != nil {
+		return nil, start, 0, err
+	}
+	start = time.Now()
+	test, err := s.evaluateTest()
+	if err != nil {
+		return nil, start, 0, err
+	}
+	took = time.Since(start)
+	sum = append(local, test.loss, test.correct, test.count)
+	s.prog.enter(opEvaluation)
+	err = s.W.AllreduceFloat64(sum, mpi.Sum)
+	s.prog.leave()
+	return sum, start, took, err
 }
 
 // evaluateTest runs this rank's shard of the test set in evaluation mode

@@ -16,6 +16,30 @@ import (
 	"train/model"
 )
 
+// referenceModel reads a file of scripts/torch_reference.py and builds
+// the model its metadata names (parameters zero).
+func referenceModel(t *testing.T, path string) (safetensors.SafeTensors, *model.Model) {
+	t.Helper()
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := safetensors.Deserialize(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, md, _ := safetensors.ReadMetadata(buf)
+	var cfg model.Config
+	if err := json.Unmarshal([]byte(md.Metadata()["model"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, m
+}
+
 // TestPyTorchReference compares one training-mode forward and backward of
 // train's CNN, ResNet-8 and a 2-layer GPT (2 heads, width 16, context 16,
 // batch 2, a vocabulary of 61 in a table of 64 rows) with PyTorch's
@@ -28,23 +52,7 @@ func TestPyTorchReference(t *testing.T) {
 	for _, name := range []string{"cnn", "resnet8", "gpt"} {
 		t.Run(name, func(t *testing.T) {
 			path := "../testdata/reference/" + name + ".safetensors"
-			buf, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := safetensors.Deserialize(buf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, md, _ := safetensors.ReadMetadata(buf)
-			var cfg model.Config
-			if err := json.Unmarshal([]byte(md.Metadata()["model"]), &cfg); err != nil {
-				t.Fatal(err)
-			}
-			m, err := model.Build(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			st, m := referenceModel(t, path)
 			get := func(n string) safetensors.TensorView {
 				v, ok := st.Tensor(n)
 				if !ok {
@@ -128,23 +136,7 @@ func compare(t *testing.T, name string, got, want []float32) {
 // A table for another vocabulary, a too short position table and a
 // tensor the model lacks are refused, the parameters left untouched.
 func TestInitFromHuggingFace(t *testing.T) {
-	ref, err := os.ReadFile("../testdata/reference/gpt.safetensors")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := safetensors.Deserialize(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, md, _ := safetensors.ReadMetadata(ref)
-	var cfg model.Config
-	if err := json.Unmarshal([]byte(md.Metadata()["model"]), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Build(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, m := referenceModel(t, "../testdata/reference/gpt.safetensors")
 	p := m.Params
 	const hf = "../testdata/reference/gpt-hf.safetensors"
 	if err := checkpoint.LoadWeights(hf, p, p.Data, p.Buffers, m.FitWeights, model.IgnoreWeight); err != nil {
