@@ -73,6 +73,9 @@ func (l *BatchNorm2d) OutSize() int { return l.hw * l.c }
 
 // init: weight 1, bias 0, running mean 0, running variance 1, no batches.
 func (l *BatchNorm2d) init(*rand.Rand) {
+	if l.W.Absent() {
+		return
+	}
 	fill := func(v []float32, x float32) {
 		for i := range v {
 			v[i] = x

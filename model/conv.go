@@ -62,7 +62,7 @@ func (c *Conv2D) init(rng *rand.Rand) {
 		ts = append(ts, c.B)
 	}
 	for _, t := range ts {
-		for i, v := 0, t.Of(c.p.Data); i < len(v); i++ {
+		for i, v := 0, c.p.initBuf(t, c.p.Data); i < len(v); i++ {
 			v[i] = float32((2*rng.Float64() - 1) * bound)
 		}
 	}

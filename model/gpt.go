@@ -165,9 +165,19 @@ func (m *Model) buildGPT() error {
 	}
 	before := p.Len()
 	m.add(NewLayerNorm(p, "transformer.ln_f", c, t), before)
-	m.add(NewTiedHead(emb, c, g.Vocab, t), p.Len())
-	p.Tie("lm_head.weight", emb.WTE)
-	m.positions, m.wideLoss = t, true
+	head := len(m.all)
+	before = p.Len()
+	if m.part.holds(head) && !m.part.holds(0) {
+		// The last pipeline stage keeps its own copy of the tied table,
+		// drawn as the first stage draws it (Init walks the embedding
+		// into it); the two stages sum their gradients of it each step.
+		emb.WTE = p.AddCopy("transformer.wte.weight", g.VocabPadded, c)
+	}
+	m.add(NewTiedHead(emb, c, g.Vocab, t), before)
+	if m.part.holds(0) {
+		p.Tie("lm_head.weight", emb.WTE)
+	}
+	m.positions, m.wideLoss = t, m.part.holds(head)
 	return nil
 }
 

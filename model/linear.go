@@ -30,7 +30,7 @@ func (l *Linear) OutSize() int { return l.out }
 func (l *Linear) init(rng *rand.Rand) {
 	bound := 1 / math.Sqrt(float64(l.in))
 	for _, t := range []Tensor{l.W, l.B} {
-		v := t.Of(l.p.Data)
+		v := l.p.initBuf(t, l.p.Data)
 		for i := range v {
 			v[i] = float32((2*rng.Float64() - 1) * bound)
 		}

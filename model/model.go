@@ -43,6 +43,9 @@ type Model struct {
 	// cross-replica reduction of synchronised BatchNorm.
 	Mode      *Mode
 	scr       *scratch
+	part      Part        // what of the network this model holds (part.go)
+	all       []Layer     // every layer of the network, held or not (Init draws them all)
+	regAt     []int       // per layer of all: its first tensor in Params.Registered (and one past the last)
 	paramLo   []int       // per layer: offset of its first parameter, -1 if none
 	positions int         // output rows per sample: 1, or gpt's context
 	wideLoss  bool        // gpt: the loss in C, its gradient over the logits
@@ -53,8 +56,27 @@ type Model struct {
 
 // Build constructs the network cfg describes, with zero parameters (call
 // Init or load them).
-func Build(cfg Config) (*Model, error) {
-	m := &Model{Config: cfg, Params: &Params{}, Mode: &Mode{Training: true}, scr: &scratch{}, positions: 1}
+func Build(cfg Config) (*Model, error) { return BuildPart(cfg, Part{}) }
+
+// BuildPart constructs the part of the network cfg describes that part
+// holds (part.go), with zero parameters.
+func BuildPart(cfg Config, part Part) (*Model, error) {
+	m, err := layout(cfg, part, &Params{}, &Mode{Training: true}, &scratch{})
+	if err != nil {
+		return nil, err
+	}
+	m.Params.Alloc()
+	return m, nil
+}
+
+// layout constructs the layers of cfg into p (registering their tensors,
+// or when p is allocated replaying its registrations), holding those of
+// part.
+func layout(cfg Config, part Part, p *Params, mode *Mode, scr *scratch) (*Model, error) {
+	m := &Model{Config: cfg, Params: p, Mode: mode, scr: scr, positions: 1, part: part}
+	if !p.alloced {
+		p.held = func() bool { return part.holds(len(m.all)) }
+	}
 	if cfg.Kind == "gpt" {
 		if cfg.GPT == nil || cfg.Classes != cfg.GPT.Vocab {
 			return nil, fmt.Errorf("model: gpt needs its sizes, with classes = the vocabulary")
@@ -62,7 +84,6 @@ func Build(cfg Config) (*Model, error) {
 		if err := m.buildGPT(); err != nil {
 			return nil, err
 		}
-		m.Params.Alloc()
 		return m, nil
 	}
 	in := cfg.Input[0] * cfg.Input[1] * cfg.Input[2]
@@ -92,7 +113,6 @@ func Build(cfg Config) (*Model, error) {
 	default:
 		return nil, fmt.Errorf("unknown model %q: choose one of %s", cfg.Kind, strings.Join(Kinds, ", "))
 	}
-	m.Params.Alloc()
 	return m, nil
 }
 
@@ -177,6 +197,15 @@ func (m *Model) FLOPs() (forward, train int64) {
 // add appends layer l, whose parameters (if any) were registered in
 // m.Params from offset before on.
 func (m *Model) add(l Layer, before int) {
+	i := len(m.all)
+	m.all = append(m.all, l)
+	if m.regAt == nil {
+		m.regAt = []int{0}
+	}
+	m.regAt = append(m.regAt, len(m.Params.added))
+	if !m.part.holds(i) {
+		return
+	}
 	lo := -1
 	if m.Params.Len() > before {
 		lo = before
@@ -189,7 +218,7 @@ func (m *Model) add(l Layer, before int) {
 // for each layer.
 func (m *Model) Init(seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x1a2b3c))
-	for _, l := range m.Layers {
+	for _, l := range m.all {
 		if li, ok := l.(initializer); ok {
 			li.init(rng)
 		}
@@ -208,9 +237,13 @@ func (m *Model) ensure(n int) {
 		return
 	}
 	m.batch = n
-	// acts[0] is the caller's input and grads[0] is never needed.
+	// acts[0] is the caller's input; grads[0] is needed only by a
+	// pipeline stage after the first, which sends it back.
 	m.acts = append(m.acts[:0], nil)
 	m.grads = append(m.grads[:0], nil)
+	if !m.part.first() {
+		m.grads[0] = make([]float32, n*m.Layers[0].InSize())
+	}
 	for _, l := range m.Layers[1:] {
 		m.acts = append(m.acts, make([]float32, n*l.InSize()))
 		m.grads = append(m.grads, make([]float32, n*l.InSize()))
@@ -233,14 +266,25 @@ func (m *Model) Forward(x []float32, n int) []float32 {
 	for i, l := range m.Layers {
 		l.Forward(m.acts[i+1], m.acts[i], n)
 	}
-	return m.acts[len(m.Layers)][:n*m.positions*m.Classes()]
+	return m.acts[len(m.Layers)][:n*m.OutSize()]
 }
+
+// InSize and OutSize are the values per sample this model (or pipeline
+// stage) takes and gives: for the whole network, an input sample and
+// Positions x Classes logits.
+func (m *Model) InSize() int  { return m.Layers[0].InSize() }
+func (m *Model) OutSize() int { return m.Layers[len(m.Layers)-1].OutSize() }
+
+// InputGrad is the gradient of the last Forward's input that Backward
+// wrote (n, InSize): a pipeline stage after the first sends it back.
+func (m *Model) InputGrad(n int) []float32 { return m.grads[0][:n*m.InSize()] }
 
 // LossGrad returns the buffer Backward reads the logits' gradient from
 // (n * Positions, classes). For gpt it is the logits' own buffer: the
 // loss's gradient overwrites them.
 func (m *Model) LossGrad(n int) []float32 {
-	return m.grads[len(m.Layers)][:n*m.positions*m.Classes()]
+	m.ensure(n)
+	return m.grads[len(m.Layers)][:n*m.OutSize()]
 }
 
 // Loss is the mean softmax cross-entropy of the logits (rows, Classes)
@@ -265,7 +309,7 @@ func (m *Model) Loss(dlogits, logits []float32, labels []int32, rows int) (float
 func (m *Model) Backward(n int) {
 	for i := len(m.Layers) - 1; i >= 0; i-- {
 		var dx []float32
-		if i > 0 {
+		if i > 0 || !m.part.first() {
 			dx = m.grads[i]
 		}
 		m.Layers[i].Backward(dx, m.grads[i+1], m.acts[i], m.acts[i+1], n)

@@ -14,7 +14,15 @@ type Tensor struct {
 	Offset int
 	Size   int  // in float32 slots
 	Int64  bool // one int64 held in two float32 slots (a buffer only)
+	// Copy marks a tensor this part holds although another part owns it:
+	// the tied token embedding on the last pipeline stage. Checkpoints
+	// save the owner's.
+	Copy bool
 }
+
+// Absent reports that the tensor is on another part of a model-parallel
+// grid (Offset is -1; Shape and Size are the whole tensor's).
+func (t Tensor) Absent() bool { return t.Offset < 0 }
 
 // Of returns the tensor's elements of buf (Params.Data, Params.Grad, or an
 // optimizer state buffer of the same layout).
@@ -39,11 +47,23 @@ type Params struct {
 	Ties    []Tie
 	n, nb   int
 	alloced bool
+	// held, when set, says whether the layer being built is on this
+	// part: tensors of the others are registered Absent, without storage
+	// (part.go). Nil: the whole model.
+	held func() bool
+	// Every tensor and buffer as registered, held or not, in order:
+	// what another part's model or a replica (Replay) walks through.
+	added, addedBuf []Tensor
+	replay, replayBuf int // Replay's positions in added and addedBuf; -1 when not replaying
+	total             int // parameters of the whole model (held or not, copies once)
 }
 
 // Add registers a tensor of the given shape and returns its view. It
 // panics after Alloc.
 func (p *Params) Add(name string, shape ...int) Tensor {
+	if t, ok := p.replayed(&p.added, &p.replay, name); ok {
+		return t
+	}
 	if p.alloced {
 		panic("model: Params.Add after Alloc")
 	}
@@ -51,14 +71,65 @@ func (p *Params) Add(name string, shape ...int) Tensor {
 	for _, d := range shape {
 		size *= d
 	}
-	t := Tensor{Name: name, Shape: shape, Offset: p.n, Size: size}
-	p.n += size
-	p.Tensors = append(p.Tensors, t)
+	t := Tensor{Name: name, Shape: shape, Offset: -1, Size: size}
+	p.total += size
+	if p.held == nil || p.held() {
+		t.Offset = p.n
+		p.n += size
+		p.Tensors = append(p.Tensors, t)
+	}
+	p.added = append(p.added, t)
 	return t
+}
+
+// AddCopy registers this part's copy of a tensor another part owns
+// (Tensor.Copy), whatever part is being built.
+func (p *Params) AddCopy(name string, shape ...int) Tensor {
+	if t, ok := p.replayed(&p.added, &p.replay, name); ok {
+		return t
+	}
+	held := p.held
+	p.held = nil
+	t := p.Add(name, shape...)
+	p.held = held
+	t.Copy = true
+	p.total -= t.Size
+	p.Tensors[len(p.Tensors)-1] = t
+	p.added[len(p.added)-1] = t
+	return t
+}
+
+// Replay makes the next registrations return, in order, the tensors
+// already registered, so that a second set of layers (a replica holding
+// other activations: pipeline micro-batches in flight) shares this
+// storage. EndReplay checks that they matched.
+func (p *Params) Replay() { p.replay, p.replayBuf = 0, 0 }
+
+// EndReplay ends Replay.
+func (p *Params) EndReplay() {
+	if p.replay != len(p.added) || p.replayBuf != len(p.addedBuf) {
+		panic("model: a replica registered other tensors")
+	}
+	p.replay, p.replayBuf = -1, -1
+}
+
+func (p *Params) replayed(list *[]Tensor, at *int, name string) (Tensor, bool) {
+	if !p.alloced || *at < 0 {
+		return Tensor{}, false
+	}
+	if *at >= len(*list) || (*list)[*at].Name != name {
+		panic("model: a replica registers " + name + " out of order")
+	}
+	t := (*list)[*at]
+	*at++
+	return t, true
 }
 
 // AddBuffer registers a float32 buffer tensor of the given shape.
 func (p *Params) AddBuffer(name string, shape ...int) Tensor {
+	if t, ok := p.replayed(&p.addedBuf, &p.replayBuf, name); ok {
+		return t
+	}
 	if p.alloced {
 		panic("model: Params.AddBuffer after Alloc")
 	}
@@ -66,19 +137,31 @@ func (p *Params) AddBuffer(name string, shape ...int) Tensor {
 	for _, d := range shape {
 		size *= d
 	}
-	t := Tensor{Name: name, Shape: shape, Offset: p.nb, Size: size}
-	p.nb += size
-	p.BufferTensors = append(p.BufferTensors, t)
+	t := Tensor{Name: name, Shape: shape, Offset: -1, Size: size}
+	if p.held == nil || p.held() {
+		t.Offset = p.nb
+		p.nb += size
+		p.BufferTensors = append(p.BufferTensors, t)
+	}
+	p.addedBuf = append(p.addedBuf, t)
 	return t
 }
 
 // AddInt64Buffer registers a scalar int64 buffer (shape []), kept in two
 // float32 slots of Buffers; read and write it with Int64.
 func (p *Params) AddInt64Buffer(name string) Tensor {
-	p.nb += p.nb % 2 // 8-byte aligned
+	if t, ok := p.replayed(&p.addedBuf, &p.replayBuf, name); ok {
+		return t
+	}
+	if p.held == nil || p.held() {
+		p.nb += p.nb % 2 // 8-byte aligned
+	}
 	t := p.AddBuffer(name, 2)
 	t.Shape, t.Int64 = []int{}, true
-	p.BufferTensors[len(p.BufferTensors)-1] = t
+	if !t.Absent() {
+		p.BufferTensors[len(p.BufferTensors)-1] = t
+	}
+	p.addedBuf[len(p.addedBuf)-1] = t
 	return t
 }
 
@@ -89,7 +172,11 @@ type Tie struct {
 }
 
 // Tie registers name as another name of t, for checkpoints.
-func (p *Params) Tie(name string, t Tensor) { p.Ties = append(p.Ties, Tie{name, t}) }
+func (p *Params) Tie(name string, t Tensor) {
+	if !p.alloced { // a replica (Replay) ties nothing again
+		p.Ties = append(p.Ties, Tie{name, t})
+	}
+}
 
 // Int64 points at the int64 a scalar int64 buffer tensor holds.
 func (p *Params) Int64(t Tensor) *int64 {
@@ -101,7 +188,7 @@ func (p *Params) Int64(t Tensor) *int64 {
 
 // Alloc allocates the flat buffers once every tensor is registered.
 func (p *Params) Alloc() {
-	p.alloced = true
+	p.alloced, p.held, p.replay, p.replayBuf = true, nil, -1, -1
 	p.Data = make([]float32, p.n)
 	p.Grad = make([]float32, p.n)
 	// Room for int64s: float32 slots in an 8-byte-aligned backing.
@@ -111,8 +198,29 @@ func (p *Params) Alloc() {
 	}
 }
 
-// Len is the number of parameters.
+// Len is the number of parameters held (on a model-parallel grid, this
+// part's).
 func (p *Params) Len() int { return p.n }
+
+// Total is the number of parameters of the whole model, wherever they
+// are held (a copy counted once).
+func (p *Params) Total() int { return p.total }
+
+// Registered lists every parameter tensor of the whole model in the order
+// the layers registered them: this part's with their offsets, the others
+// Absent.
+func (p *Params) Registered() []Tensor { return p.added }
+
+// initBuf is where an initialiser draws t's values: its own elements, or,
+// for a tensor on another part, scratch of its size, so that every part
+// draws the whole model's stream in the same order and keeps what np=1
+// would have drawn for its own tensors.
+func (p *Params) initBuf(t Tensor, buf []float32) []float32 {
+	if t.Absent() {
+		return make([]float32, t.Size)
+	}
+	return t.Of(buf)
+}
 
 // Lookup returns the tensor called name.
 func (p *Params) Lookup(name string) (Tensor, bool) {

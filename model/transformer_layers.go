@@ -30,8 +30,8 @@ func (e *Embedding) OutSize() int { return e.t * e.c }
 
 // init draws both from N(0, 0.02), GPT-2's initializer_range.
 func (e *Embedding) init(rng *rand.Rand) {
-	normal(rng, e.WTE.Of(e.p.Data), 0.02)
-	normal(rng, e.WPE.Of(e.p.Data), 0.02)
+	normal(rng, e.p.initBuf(e.WTE, e.p.Data), 0.02)
+	normal(rng, e.p.initBuf(e.WPE, e.p.Data), 0.02)
 }
 
 // Forward: y[s,t,:] = wte[x[s,t]] + wpe[t].
@@ -75,6 +75,9 @@ func (l *LayerNorm) InSize() int  { return l.c * l.per }
 func (l *LayerNorm) OutSize() int { return l.c * l.per }
 
 func (l *LayerNorm) init(*rand.Rand) {
+	if l.W.Absent() {
+		return
+	}
 	w := l.W.Of(l.p.Data)
 	for i := range w {
 		w[i] = 1
@@ -122,8 +125,10 @@ func (l *Conv1D) InSize() int  { return l.in * l.per }
 func (l *Conv1D) OutSize() int { return l.out * l.per }
 
 func (l *Conv1D) init(rng *rand.Rand) {
-	normal(rng, l.W.Of(l.p.Data), l.std)
-	clear(l.B.Of(l.p.Data))
+	normal(rng, l.p.initBuf(l.W, l.p.Data), l.std)
+	if !l.B.Absent() {
+		clear(l.B.Of(l.p.Data))
+	}
 }
 
 // Forward: x is (rows, in), y (rows, out).
