@@ -102,6 +102,10 @@ var (
 	progressFlag = &cli.StringFlag{Name: "progress", Value: "auto", Usage: "rank 0's live progress bar: auto (a terminal, not under mpirun or srun, which give ranks a terminal even when logging to a file), always, never", EnvVars: env("PROGRESS"), Category: catCkpt}
 	plotFlag     = &cli.StringFlag{Name: "plot", Usage: "write the run's curves to this PNG at the end", EnvVars: env("PLOT"), Category: catCkpt}
 
+	pipeFlag     = &cli.IntFlag{Name: "pipeline", Value: 1, Usage: "cut the model into this many pipeline stages, one per rank; np = data-parallel replicas x pipeline x tensor-parallel", EnvVars: env("PIPELINE"), Category: catDist}
+	tpFlag       = &cli.IntFlag{Name: "tensor-parallel", Value: 1, Usage: "gpt: split each transformer block's heads and MLP across this many neighbouring ranks (Megatron-LM)", EnvVars: env("TENSOR_PARALLEL"), Category: catDist}
+	pipeSchedule = &cli.StringFlag{Name: "schedule", Value: "1f1b", Usage: "--pipeline: 1f1b (PipeDream-flush: at most P micro-batches' activations held) or gpipe (all forwards, then all backwards)", EnvVars: env("SCHEDULE"), Category: catDist}
+	stagesFlag   = &cli.IntSliceFlag{Name: "stages", Usage: "--pipeline: layers in each stage, comma-separated (default: balanced by estimated compute; the log lists the layers)", EnvVars: env("STAGES"), Category: catDist}
 	stallWarn    = &cli.DurationFlag{Name: "stall-warn", Value: 60 * time.Second, Usage: "rank 0 reports ranks missing from a collective others have waited in this long (0: no watchdog)", EnvVars: env("STALL_WARN"), Category: catDist}
 	stallTimeout = &cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Minute, Usage: "abort the job when a collective has waited this long (0: never)", EnvVars: env("STALL_TIMEOUT"), Category: catDist}
 
@@ -117,6 +121,7 @@ var trainFlags = append([]cli.Flag{
 	batchFlag, microFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout,
+	pipeFlag, tpFlag, pipeSchedule, stagesFlag,
 	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, evalEvery, logFileFlag, plotFlag, progressFlag,
 	gpuDetFlag, gpuProfFlag, gpuRingFlag,
@@ -153,7 +158,8 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 			ClipGradNorm: c.Float64(clipFlag.Name), Epochs: c.Int(epochsFlag.Name), MaxSteps: c.Int(stepsFlag.Name), Seed: c.Uint64(seedFlag.Name)},
 		Dist: trainer.DistOptions{SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name),
 			Staleness: c.Int(staleFlag.Name), PushEvery: c.Int(psPushFlag.Name), FetchEvery: c.Int(psFetchFlag.Name), Overlap: c.Bool(overlapFlag.Name),
-			StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name)},
+			StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name),
+			Pipeline: c.Int(pipeFlag.Name), TensorParallel: c.Int(tpFlag.Name), Stages: c.IntSlice(stagesFlag.Name)},
 		Device: trainer.DeviceOptions{Threads: c.Int(threadsFlag.Name), OpenBLAS: c.String(openblasFlag.Name), GPURing: c.String(gpuRingFlag.Name),
 			GPU: gpu.Options{Deterministic: c.Bool(gpuDetFlag.Name), Profile: c.Bool(gpuProfFlag.Name), Libraries: gpuLibraries(c)}},
 		Observe: trainer.ObserveOptions{MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushgatewayEvery: c.Int(pushEvery.Name),
@@ -171,6 +177,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 	parse(&errs, &cfg.Dist.Compress, mpi.ParseCompression, c.String(compressFlag.Name))
 	parse(&errs, &cfg.Dist.Buckets, trainer.ParseBuckets, c.String(bucketFlag.Name))
 	parse(&errs, &cfg.Dist.BN, trainer.ParseBN, c.String(bnFlag.Name))
+	parse(&errs, &cfg.Dist.Schedule, trainer.ParseSchedule, c.String(pipeSchedule.Name))
 	parse(&errs, &cfg.Device.Device, trainer.ParseDevice, c.String(deviceFlag.Name))
 	parse(&errs, &cfg.Device.Precision, trainer.ParsePrecision, c.String(precFlag.Name))
 	parse(&errs, &cfg.Observe.Progress, trainer.ParseProgress, c.String(progressFlag.Name))

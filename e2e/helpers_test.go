@@ -214,7 +214,7 @@ func tensors(t *testing.T, path string) map[string][]float32 {
 	return out
 }
 
-var finalLine = regexp.MustCompile(`done: step (\d+), parameters identical on all (\d+) rank\(s\) \(crc32c ([0-9a-f]{8})\)`)
+var finalLine = regexp.MustCompile(`done: step (\d+), parameters identical on all (\d+) rank\(s\) (?:of each of \d+ parts )?\(crc32c ([0-9a-f]{8})`)
 
 // finalCRC checks the run's closing line and returns its step, ranks and
 // parameter checksum.

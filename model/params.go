@@ -232,6 +232,16 @@ func (p *Params) Lookup(name string) (Tensor, bool) {
 	return Tensor{}, false
 }
 
+// LookupBuffer returns the buffer tensor called name.
+func (p *Params) LookupBuffer(name string) (Tensor, bool) {
+	for _, t := range p.BufferTensors {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Tensor{}, false
+}
+
 // String describes the layout, one tensor per line.
 func (p *Params) String() string {
 	s := ""

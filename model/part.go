@@ -41,8 +41,12 @@ func (m *Model) Last() bool  { return len(m.part.Cuts) <= 1 || m.part.Stage == l
 
 // Layout is the whole network cfg describes, without storage: its layers'
 // sizes, names and costs, for cutting it into stages and planning.
-func Layout(cfg Config) (*Model, error) {
-	return layout(cfg, Part{}, &Params{}, &Mode{Training: true}, &scratch{})
+func Layout(cfg Config) (*Model, error) { return LayoutPart(cfg, Part{}) }
+
+// LayoutPart is part of the network without storage: its tensors' names
+// and offsets (a checkpoint gathered from the parts places them by it).
+func LayoutPart(cfg Config, part Part) (*Model, error) {
+	return layout(cfg, part, &Params{}, &Mode{Training: true}, &scratch{})
 }
 
 // LayerCost is layer i's estimated training work per sample: its matrix

@@ -140,6 +140,10 @@ func ClipGradNorm(grads []float32, maxNorm float64) float64 {
 	return norm
 }
 
+// SumSquares is the sum of v's squares, in float64 (a part's share of a
+// norm that is summed across ranks).
+func SumSquares(v []float32) float64 { return sumSquares(v) }
+
 // ClipScale is the factor clip_grad_norm_ scales gradients of L2 norm
 // norm by, maxNorm / (norm + 1e-6); at 1 or more they are left alone.
 // The GPU path computes the norm on the device and uses it too.

@@ -101,6 +101,25 @@ func (b BNMode) String() string { return nameOf(b) }
 // ParseBN reads --bn.
 func ParseBN(s string) (BNMode, error) { return parseChoice[BNMode]("bn", s) }
 
+// Schedule is --schedule: the order a pipeline stage runs its
+// micro-batches' forwards and backwards in (exec_pipe.go).
+type Schedule uint8
+
+// The pipeline schedules: GPipe (Huang et al. 2019) runs every forward,
+// then every backward; 1F1B (PipeDream-flush, Narayanan et al. 2021)
+// alternates once the pipeline is full, holding at most P micro-batches'
+// activations instead of M.
+const (
+	OneFOneB Schedule = iota
+	GPipe
+)
+
+func (Schedule) names() []string  { return []string{"1f1b", "gpipe"} }
+func (s Schedule) String() string { return nameOf(s) }
+
+// ParseSchedule reads --schedule.
+func ParseSchedule(s string) (Schedule, error) { return parseChoice[Schedule]("schedule", s) }
+
 // Device is --device.
 type Device uint8
 

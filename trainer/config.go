@@ -99,7 +99,16 @@ type DistOptions struct {
 	FetchEvery              int             // ps-async (Downpour's n_fetch)
 	BN                      BNMode          // BNAuto until Defaults
 	StallWarn, StallTimeout time.Duration
+	// The model-parallel grid: np = D x Pipeline x TensorParallel
+	// (mpi.Shape); the strategy averages over the D replicas of each part.
+	Pipeline       int      // stages; 0 or 1: none
+	TensorParallel int      // shards of each transformer block; 0 or 1: none
+	Schedule       Schedule // the pipeline's
+	Stages         []int    // layers per stage; nil: balanced by estimated cost
 }
+
+// gridded reports whether the model is split across ranks.
+func (d *DistOptions) gridded() bool { return d.Pipeline > 1 || d.TensorParallel > 1 }
 
 // DeviceOptions say where the arithmetic runs and with which libraries.
 type DeviceOptions struct {

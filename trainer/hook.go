@@ -80,7 +80,8 @@ type EndEvent struct {
 	Global                int // global batch
 	StepTime, WaitTime    time.Duration
 	FLOPsPerSample        int64
-	Ranks                 int
+	Ranks                 int    // replicas checked (of each part, on a grid)
+	Parts                 int    // the parts of a model-parallel grid; 1 without
 	CRC                   uint32 // rank 0's parameters and buffers
 	StopBy, CheckpointDir string
 }

@@ -165,7 +165,7 @@ func newMetricsHook(s *Session) (Hook, error) {
 	}
 	algo := s.Cfg.Dist.Allreduce.String()
 	h := newMetricsHookOn(newMetrics(), algo)
-	w := s.W
+	w := s.Job
 	h.m.info.WithLabelValues(strconv.Itoa(w.Rank()), strconv.Itoa(w.LocalRank()), strconv.Itoa(w.Size()),
 		s.Cfg.Model.Kind, algo, o.Job.SlurmJob).Set(1)
 	h.m.bucketBytes.Set(float64(s.Cfg.Dist.Buckets.Bytes()))

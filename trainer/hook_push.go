@@ -20,7 +20,7 @@ type pushHook struct {
 
 func newPushHook(s *Session) (Hook, error) {
 	o := &s.Cfg.Observe
-	if o.Pushgateway == "" || s.W.Rank() != 0 {
+	if o.Pushgateway == "" || s.Job.Rank() != 0 {
 		return nil, nil
 	}
 	p := push.New(o.Pushgateway, PushJob(o.Job.SlurmJob)).Gatherer(s.met.reg).Grouping("instance", "rank0")

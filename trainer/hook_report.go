@@ -91,9 +91,13 @@ func (h *reportHook) End(e *EndEvent) {
 		}
 		h.rep.say("stopped by %s at step %d: %s\n", e.StopBy, e.Step, saved)
 	}
-	h.rep.say("done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", e.Step, e.Ranks, e.CRC)
+	if e.Parts > 1 {
+		h.rep.say("done: step %d, parameters identical on all %d rank(s) of each of %d parts (crc32c %08x, rank 0's part)\n", e.Step, e.Ranks, e.Parts, e.CRC)
+	} else {
+		h.rep.say("done: step %d, parameters identical on all %d rank(s) (crc32c %08x)\n", e.Step, e.Ranks, e.CRC)
+	}
 	c := &h.s.Cfg
-	if c.Observe.Plot == "" || h.s.W.Rank() != 0 {
+	if c.Observe.Plot == "" || h.s.Job.Rank() != 0 {
 		return
 	}
 	recs := h.rep.records

@@ -33,15 +33,15 @@ func newTimelineHook(s *Session) (Hook, error) {
 	}
 	// One clock origin for every rank's file: rank 0's now.
 	origin := []int64{time.Now().UnixNano()}
-	if err := s.W.BcastInt64(origin, 0); err != nil {
+	if err := s.Job.BcastInt64(origin, 0); err != nil {
 		return nil, err
 	}
-	tl, err := openTimeline(TimelinePath(path, s.W.Rank()), s.W.Rank(), time.Unix(0, origin[0]))
+	tl, err := openTimeline(TimelinePath(path, s.Job.Rank()), s.Job.Rank(), time.Unix(0, origin[0]))
 	if err != nil {
 		return nil, err
 	}
 	s.rep.say("timeline: %s (one file per rank; join them with train timeline merge)\n", TimelinePath(path, 0))
-	return &timelineHook{tl: tl, errw: s.errw, rank: s.W.Rank()}, nil
+	return &timelineHook{tl: tl, errw: s.errw, rank: s.Job.Rank()}, nil
 }
 
 // Step writes the step's span and its phases nested in it, one after the

@@ -67,7 +67,7 @@ func (s *Session) train() error {
 		order := s.Sampler.Epoch(st.Epoch)
 		for st.StepInEpoch < spe && !s.done() && s.stopBy == "" {
 			s.prog.at(st.Step)
-			if err := s.fault.fire(s.W.Rank(), st.Step); err != nil {
+			if err := s.fault.fire(s.Job.Rank(), st.Step); err != nil {
 				return err
 			}
 			// 1. The batch.
@@ -89,8 +89,8 @@ func (s *Session) train() error {
 			if err != nil {
 				return err
 			}
-			win.add(loss, correct, b*s.Model.Positions())
-			epoch.add(loss, correct, b*s.Model.Positions())
+			win.add(loss, correct, s.scored(b))
+			epoch.add(loss, correct, s.scored(b))
 			win.steps, win.ran, win.stepTime = win.steps+1, win.ran+1, win.stepTime+took
 			// 4. The hooks.
 			ev := StepEvent{Step: st.Step, Epoch: st.Epoch + 1, Times: &t, Took: took, Wait: t.wait + waited, Samples: global,
@@ -161,7 +161,7 @@ func (s *Session) step(x []float32, y []int32, lr float64, t *stepTimes) (float6
 	if err := e.Forward(x, y); err != nil {
 		return 0, 0, err
 	}
-	if s.fault.is("nan", s.W.Rank(), step) {
+	if s.fault.is("nan", s.Job.Rank(), step) {
 		e.InjectNaN()
 	}
 	t.forward = lap()
@@ -221,7 +221,7 @@ func (s *Session) notFinite(loss float64) error {
 	if s.lastSaved >= 0 {
 		kept = fmt.Sprintf("the last checkpoint, step %d, is kept", s.lastSaved)
 	}
-	return &JobError{Rank: 0, Own: s.W.Rank() == 0, Err: fmt.Errorf(
+	return &JobError{Rank: 0, Own: s.Job.Rank() == 0, Err: fmt.Errorf(
 		"step %d: the gradients are not finite (NaN or Inf; loss %.4g on rank 0): training stopped, %s; lower --lr or set --clip-grad-norm",
 		s.State.Step, loss, kept)}
 }
@@ -230,7 +230,7 @@ func (s *Session) notFinite(loss float64) error {
 func (s *Session) log(win *window, lr float64, global, spe int) error {
 	sum := []float64{win.loss, win.correct, win.count}
 	s.prog.enter(opLog)
-	err := s.W.AllreduceFloat64(sum, mpi.Sum)
+	err := s.Job.AllreduceFloat64(sum, mpi.Sum)
 	s.prog.leave()
 	if err != nil {
 		return err
@@ -254,7 +254,7 @@ func (s *Session) log(win *window, lr float64, global, spe int) error {
 func (s *Session) checkStop() error {
 	flag := []int64{s.signals.received()}
 	s.prog.enter(opStopCheck)
-	err := s.W.AllreduceInt64(flag, mpi.Max)
+	err := s.Job.AllreduceInt64(flag, mpi.Max)
 	s.prog.leave()
 	if err != nil {
 		return err
@@ -321,7 +321,7 @@ func (s *Session) evaluateAcross(local ...float64) (sum []float64, start time.Ti
 	took = time.Since(start)
 	sum = append(local, test.loss, test.correct, test.count)
 	s.prog.enter(opEvaluation)
-	err = s.W.AllreduceFloat64(sum, mpi.Sum)
+	err = s.Job.AllreduceFloat64(sum, mpi.Sum)
 	s.prog.leave()
 	return sum, start, took, err
 }
@@ -344,9 +344,28 @@ func (s *Session) evaluateTest() (stats, error) {
 		if err != nil {
 			return st, err
 		}
-		st.add(loss, correct, n*s.Model.Positions())
+		st.add(loss, correct, s.scored(n))
 	}
 	return st, nil
+}
+
+// parts is how many parts the model is split into: P x T on a grid.
+func (s *Session) parts() int {
+	if s.grid == nil {
+		return 1
+	}
+	return s.grid.P * s.grid.T
+}
+
+// scored is how many predictions n samples give on this rank: none on a
+// pipeline stage before the last (the last stage scores them; the sums
+// over the job count each once per tensor-parallel shard, alike in
+// numerator and denominator).
+func (s *Session) scored(n int) int {
+	if !s.Model.Last() {
+		return 0
+	}
+	return n * s.Model.Positions()
 }
 
 // finish writes the final checkpoint, makes the replicas agree, checks
@@ -371,7 +390,7 @@ func (s *Session) finish(win *window, global int) error {
 	win.wait += s.strategy.Waiting()
 	_, flops := s.Model.FLOPs()
 	ev := EndEvent{Step: st.Step, Ran: win.ran, Global: global, StepTime: win.stepTime, WaitTime: win.wait,
-		FLOPsPerSample: flops, Ranks: s.W.Size(), CRC: sum, StopBy: s.stopBy, CheckpointDir: c.Checkpoint.Dir}
+		FLOPsPerSample: flops, Ranks: s.W.Size(), Parts: s.parts(), CRC: sum, StopBy: s.stopBy, CheckpointDir: c.Checkpoint.Dir}
 	for _, h := range s.hooks {
 		h.End(&ev)
 	}

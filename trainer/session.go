@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"train/checkpoint"
@@ -25,7 +27,11 @@ const SetupHint = "run scripts/setup.sh (it installs Debian's dataset-fashion-mn
 // Executor (the device's arithmetic), a Strategy (how replicas stay in
 // step) and Hooks (what watches the run).
 type Session struct {
-	W       *mpi.World // the ranks that train together (the workers, under parameter servers)
+	// W is the ranks that train together as replicas (the workers, under
+	// parameter servers; on a model-parallel grid, the D replicas of this
+	// rank's part); Job is every rank of the job.
+	W, Job  *mpi.World
+	grid    *mpi.Grid // --pipeline, --tensor-parallel: this rank's communicators; nil without
 	Cfg     Config
 	Model   *model.Model
 	Opt     optim.Optimizer
@@ -57,6 +63,9 @@ type Session struct {
 	serving   bool         // this rank is a parameter server: Train serves
 	evaluate  bool         // evaluate at epoch ends (bench runs do not)
 	undo      []func()     // what Close undoes, in reverse
+
+	cuts       []int    // the pipeline's: the first layer of each stage
+	layerNames []string // the whole network's layers, for the log
 
 	benchBatches *batches // Steps' batch source and its order (benchapi.go)
 	benchOrder   []int
@@ -94,7 +103,7 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 // world. Close it when done, whatever Run returned.
 func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 	cfg.Defaults()
-	s := &Session{W: w, Cfg: cfg, rep: quiet(), errw: opt.Err, lastSaved: -1, evaluate: !opt.Bench}
+	s := &Session{W: w, Job: w, Cfg: cfg, rep: quiet(), errw: opt.Err, lastSaved: -1, evaluate: !opt.Bench}
 	if s.errw == nil {
 		s.errw = io.Discard
 	}
@@ -123,7 +132,10 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 		return nil, err
 	}
 	s.fault, _ = parseFault(cfg.Fault)
-	if err := Agree(w, s.build(w.Rank(), cfg.trainers(w.Size()))); err != nil {
+	if err := s.splitGrid(); err != nil {
+		return nil, err
+	}
+	if err := Agree(w, s.build(s.W.Rank(), cfg.trainers(s.W.Size()))); err != nil {
 		return nil, err
 	}
 	// Everything below may talk to the other ranks: every rank reaches it.
@@ -139,7 +151,9 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 	if err := s.watch(); err != nil {
 		return nil, err
 	}
-	if w.Rank() == 0 {
+	if s.grid != nil {
+		err = s.gridInitialState(opt.Bench)
+	} else if w.Rank() == 0 {
 		err = s.initialState(opt.Bench)
 	}
 	if err := Agree(w, err); err != nil {
@@ -209,11 +223,15 @@ func (s *Session) build(r, d int) error {
 	if s.W == nil { // train init: no device
 		return nil
 	}
-	if s.exec, err = executors[c.Device.Device](s); err != nil {
+	newExec := executors[c.Device.Device]
+	if s.grid != nil && s.grid.P > 1 {
+		newExec = newPipeExecutor
+	}
+	if s.exec, err = newExec(s); err != nil {
 		return err
 	}
 	s.undo = append(s.undo, s.exec.Close)
-	if m := c.Data.MicroBatches; m > 1 {
+	if m := c.Data.MicroBatches; m > 1 && (s.grid == nil || s.grid.P == 1) {
 		if s.exec, err = newMicroExecutor(s.exec, m, s.Model.Positions()); err != nil {
 			return err
 		}
@@ -226,12 +244,67 @@ func (s *Session) build(r, d int) error {
 	return nil
 }
 
+// splitGrid puts the ranks on the grid --pipeline and --tensor-parallel
+// ask for: the strategy then works among the replicas of this rank's part
+// (s.W), the rest among all of them (s.Job).
+func (s *Session) splitGrid() error {
+	d := &s.Cfg.Dist
+	if !d.gridded() {
+		return nil
+	}
+	shape, err := mpi.NewShape(s.Job.Size(), max(d.Pipeline, 1), max(d.TensorParallel, 1))
+	if err := Agree(s.Job, err); err != nil {
+		return err
+	}
+	if s.grid, err = mpi.NewGrid(s.Job, shape); err != nil {
+		return err
+	}
+	s.undo = append(s.undo, func() { s.grid.Free() })
+	s.W = s.grid.Data
+	return nil
+}
+
+// buildModel builds the network cfg describes, or this rank's part of it
+// on a pipeline: the stages cut as --stages says, or balanced by the
+// layers' estimated cost.
+func (s *Session) buildModel(cfg model.Config) (*model.Model, error) {
+	if s.grid == nil || s.grid.P == 1 {
+		return model.Build(cfg)
+	}
+	whole, err := model.Layout(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var cuts []int
+	if st := s.Cfg.Dist.Stages; len(st) > 0 {
+		if len(st) != s.grid.P {
+			return nil, fmt.Errorf("--stages %s: %d counts for --pipeline %d; give one count of layers per stage", joinInts(st), len(st), s.grid.P)
+		}
+		cuts, err = whole.CutsOf(st)
+	} else {
+		cuts, err = whole.Balance(s.grid.P)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.cuts, s.layerNames = cuts, whole.LayerNames()
+	return model.BuildPart(cfg, model.Part{Stage: s.grid.At.P, Cuts: cuts})
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}
+
 // watch starts the stall watchdog (its own communicator) and the stop
 // signals.
 func (s *Session) watch() error {
 	c := &s.Cfg.Dist
-	if c.StallWarn > 0 && s.W.Size() > 1 {
-		wd, err := s.W.Dup()
+	if c.StallWarn > 0 && s.Job.Size() > 1 {
+		wd, err := s.Job.Dup()
 		if err != nil {
 			return err
 		}

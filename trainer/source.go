@@ -68,7 +68,7 @@ func (s *Session) load() error {
 	}
 	s.trainSet, s.testSet = images{train, &s.augment}, images{test, nil}
 	s.dataName = fmt.Sprintf("%s: %d training and %d test samples of %dx%dx%d", train.Name, train.N, test.N, train.C, train.H, train.W)
-	s.Model, err = model.Build(model.Config{Kind: c.Model.Kind, Hidden: c.Model.Hidden, Depth: c.Model.Depth,
+	s.Model, err = s.buildModel(model.Config{Kind: c.Model.Kind, Hidden: c.Model.Hidden, Depth: c.Model.Depth,
 		Input: [3]int{train.C, train.H, train.W}, Classes: train.Classes})
 	if err != nil {
 		return err
@@ -97,7 +97,7 @@ func (s *Session) loadTokens() error {
 	v := ts.Tokenizer.Vocab
 	s.dataName = fmt.Sprintf("%s: %d training and %d validation tokens (%s, vocabulary %d): %d and %d windows of %d", ts.Name,
 		len(ts.Train), len(ts.Val), ts.Tokenizer.Name, v, train.Len(), val.Len(), t)
-	s.Model, err = model.Build(model.Config{Kind: "gpt", Classes: v, GPT: &model.GPTConfig{Layers: c.Model.Layers, Heads: c.Model.Heads,
+	s.Model, err = s.buildModel(model.Config{Kind: "gpt", Classes: v, GPT: &model.GPTConfig{Layers: c.Model.Layers, Heads: c.Model.Heads,
 		Dim: c.Model.Dim, Context: t, Vocab: v, VocabPadded: model.PadVocab(v)}})
 	return err
 }

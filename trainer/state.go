@@ -61,7 +61,7 @@ func (s *Session) initialState(bench bool) error {
 func (s *Session) recordStart() {
 	c := &s.Cfg
 	d := c.trainers(s.W.Size())
-	s.rep.record(runlog.Record{Type: "start", Step: s.State.Step, Model: c.ModelName(), Params: s.Model.Params.Len(), WorldSize: d,
+	s.rep.record(runlog.Record{Type: "start", Step: s.State.Step, Model: c.ModelName(), Params: s.Model.Params.Total(), WorldSize: d,
 		Batch: d * c.Data.BatchSize, SlurmJob: c.Observe.Job.SlurmJob, Restart: c.Observe.Job.SlurmRestart})
 }
 
@@ -145,7 +145,13 @@ func (s *Session) broadcastState() error {
 			return err
 		}
 	}
-	sc := &s.Sched
+	return s.bcastPosition(w)
+}
+
+// bcastPosition gives w's ranks its rank 0's position and learning-rate
+// plan.
+func (s *Session) bcastPosition(w *mpi.World) error {
+	st, sc := &s.State, &s.Sched
 	pos := []int64{int64(st.Step), int64(st.Epoch), int64(st.StepInEpoch), int64(s.lastSaved), st.Samples,
 		int64(sc.Warmup), int64(sc.Total), int64(sc.StepSize), sc.Batch}
 	if err := w.BcastInt64(pos, 0); err != nil {
@@ -160,7 +166,7 @@ func (s *Session) broadcastState() error {
 func (s *Session) describeModel() {
 	_, flops := s.Model.FLOPs()
 	s.rep.say("train: %s model, %d parameters, %.1f MFLOP per training sample; %s\n",
-		s.Cfg.ModelName(), s.Model.Params.Len(), float64(flops)/1e6, s.dataName)
+		s.Cfg.ModelName(), s.Model.Params.Total(), float64(flops)/1e6, s.dataName)
 }
 
 // describe logs how the job trains (rank 0 of the trainers).
@@ -259,7 +265,14 @@ func (s *Session) checkpoint() error {
 	if err := s.syncBuffers(); err != nil {
 		return err
 	}
-	if s.W.Rank() != 0 {
+	params, state := s.Model.Params, &s.State
+	if s.grid != nil {
+		var err error
+		if params, state, err = s.gatherCheckpoint(); err != nil {
+			return err
+		}
+	}
+	if s.Job.Rank() != 0 || (s.grid == nil && s.W.Rank() != 0) {
 		return nil
 	}
 	c := &s.Cfg
@@ -287,13 +300,13 @@ func (s *Session) checkpoint() error {
 	if err := s.strategy.BeforeSave(meta); err != nil {
 		return err
 	}
-	s.State.Meta = meta
+	s.State.Meta, state.Meta = meta, meta
 	start := time.Now()
-	if s.fault.is("kill-in-checkpoint", s.W.Rank(), s.State.Step) {
-		s.State.WrapFile = killHalfWay
+	if s.fault.is("kill-in-checkpoint", s.Job.Rank(), s.State.Step) {
+		state.WrapFile = killHalfWay
 	}
 	s.prog.enter(opCheckpoint)
-	path, err := checkpoint.Save(c.Checkpoint.Dir, s.Model.Params, &s.State)
+	path, err := checkpoint.Save(c.Checkpoint.Dir, params, state)
 	s.prog.leave()
 	if err != nil {
 		return err

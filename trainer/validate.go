@@ -196,6 +196,8 @@ var usedBy = []struct {
 		"the strategies that average over the ranks (allreduce, local-sgd); parameter servers take the gradients instead"},
 	{"bucket-mb", func(c *Config) any { return c.Dist.Buckets }, func(c *Config) bool { return c.Dist.Strategy == AllreduceStrategy }, withStrategy, "--strategy allreduce's gradient buckets"},
 	{"overlap", func(c *Config) any { return c.Dist.Overlap }, func(c *Config) bool { return c.Dist.Strategy == AllreduceStrategy }, withStrategy, "--strategy allreduce's gradient buckets"},
+	{"schedule", func(c *Config) any { return c.Dist.Schedule }, func(c *Config) bool { return c.Dist.Pipeline > 1 }, withPipeline, "--pipeline P with P > 1"},
+	{"stages", func(c *Config) any { return c.Dist.Stages }, func(c *Config) bool { return c.Dist.Pipeline > 1 }, withPipeline, "--pipeline P with P > 1"},
 	{"sync-every", func(c *Config) any { return c.Dist.SyncEvery }, func(c *Config) bool { return c.Dist.Strategy == LocalSGD }, withStrategy, "--strategy local-sgd"},
 	{"servers", func(c *Config) any { return c.Dist.Servers }, func(c *Config) bool { return c.Dist.Strategy.servers() }, withStrategy, "--strategy ps-sync or ps-async"},
 	{"colocate", func(c *Config) any { return c.Dist.Colocate }, func(c *Config) bool { return c.Dist.Strategy.servers() }, withStrategy,
@@ -217,6 +219,8 @@ var usedBy = []struct {
 	{"libnccl", func(c *Config) any { return c.Device.GPU.Libraries.NCCL }, func(c *Config) bool { return c.Device.Device == CUDA && c.Dist.Allreduce == NCCL }, withDevice,
 		"--device cuda --allreduce nccl"},
 }
+
+func withPipeline(c *Config) string { return fmt.Sprintf("--pipeline %d", max(c.Dist.Pipeline, 1)) }
 
 func withModel(c *Config) string     { return "--model " + c.Model.Kind }
 func withData(c *Config) string      { return "--data " + c.Data.Dir }
@@ -250,6 +254,20 @@ func (c *Config) validateCombinations() error {
 		return fmt.Errorf("--allreduce nccl needs --device cuda (NCCL reduces GPU buffers); use ring or mpi")
 	case c.Device.Device == CUDA && c.Data.MicroBatches > 1:
 		return fmt.Errorf("--micro-batches %d with --device cuda: the GPU path runs whole batches so far; drop it or train on the CPU", c.Data.MicroBatches)
+	case d.Pipeline < 0 || (c.Set["pipeline"] && d.Pipeline < 1):
+		return fmt.Errorf("--pipeline %d: must be at least 1 (1: no pipeline)", d.Pipeline)
+	case d.TensorParallel < 0 || (c.Set["tensor-parallel"] && d.TensorParallel < 1):
+		return fmt.Errorf("--tensor-parallel %d: must be at least 1 (1: no split)", d.TensorParallel)
+	case d.gridded() && c.Device.Device == CUDA:
+		return fmt.Errorf("--pipeline and --tensor-parallel with --device cuda: the GPU path has no model parallelism yet (issue 21); train on the CPU")
+	case d.gridded() && d.Strategy != AllreduceStrategy:
+		return fmt.Errorf("--pipeline and --tensor-parallel with --strategy %s: a split model trains with --strategy allreduce among the replicas of each part", d.Strategy)
+	case d.Pipeline > 1 && c.Data.MicroBatches > 1 && c.Data.BatchSize%c.Data.MicroBatches != 0:
+		return fmt.Errorf("--micro-batches %d does not divide --batch-size %d: each micro-batch must have the same number of samples", c.Data.MicroBatches, c.Data.BatchSize)
+	case d.TensorParallel > 1 && c.Model.Kind != "gpt":
+		return fmt.Errorf("--tensor-parallel %d with --model %s: tensor parallelism splits the transformer's heads and MLP; use --model gpt, or --pipeline for %s", d.TensorParallel, c.Model.Kind, c.Model.Kind)
+	case d.TensorParallel > 1 && c.Model.Heads%d.TensorParallel != 0:
+		return fmt.Errorf("--tensor-parallel %d does not divide --heads %d: each shard takes whole heads; use a divisor of %d", d.TensorParallel, c.Model.Heads, c.Model.Heads)
 	case c.Device.Device == CUDA && c.Model.Kind == "gpt":
 		return fmt.Errorf("--device cuda --model gpt: the GPU path has no transformer yet (issue 21); train it on the CPU")
 	case c.Model.Kind == "gpt" && c.Data.Dir == "synthetic":

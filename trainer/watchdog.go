@@ -27,6 +27,36 @@ const (
 	opAverage
 )
 
+// opPipe and above is a pipeline stage waiting on a neighbour
+// (enterPipe): the kind of wait, the neighbour's stage and the
+// micro-batch packed into the op.
+const opPipe int32 = 1 << 10
+
+var pipeWaits = []string{"recv F", "recv B", "send F", "send B"}
+var pipeWaitNames = []string{"receiving micro-batch %d's activations from stage %d", "receiving micro-batch %d's gradient from stage %d",
+	"sending micro-batch %d's activations to stage %d", "sending micro-batch %d's gradient to stage %d"}
+
+// opName says what op is, for the stall report.
+func opName(op int64) string {
+	if op < int64(opPipe) {
+		return opNames[op]
+	}
+	v := op - int64(opPipe)
+	return fmt.Sprintf(pipeWaitNames[v>>28], v&0xffff, (v>>16)&0xfff)
+}
+
+// enterPipe records a pipeline wait: what (one of pipeWaits) for
+// micro-batch i, from or to stage peer.
+func (p *progress) enterPipe(what string, i, peer int) {
+	for k, w := range pipeWaits {
+		if w == what {
+			p.enter(opPipe + int32(k)<<28 + int32(peer&0xfff)<<16 + int32(i&0xffff))
+			return
+		}
+	}
+	p.enter(opComputing)
+}
+
 var opNames = []string{"computing", "the gradient allreduce", "a BatchNorm reduction", "the log reduction",
 	"the stop check", "the evaluation reduction", "a checkpoint", "the replica check", "the start broadcast",
 	"the model average"}
@@ -160,15 +190,15 @@ func assess(states []rankState, now time.Time, silent time.Duration) (string, ti
 	for r, s := range states {
 		switch {
 		case now.Sub(s.heard) > silent:
-			missing = append(missing, fmt.Sprintf("rank %d (silent for %.0f s; last at step %d, %s)", r, now.Sub(s.heard).Seconds(), s.step, opNames[s.op]))
+			missing = append(missing, fmt.Sprintf("rank %d (silent for %.0f s; last at step %d, %s)", r, now.Sub(s.heard).Seconds(), s.step, opName(s.op)))
 		case s.op == stuck.op && s.step == stuck.step:
 			waiting = append(waiting, r)
 		default:
-			missing = append(missing, fmt.Sprintf("rank %d (at step %d, %s for %.0f s)", r, s.step, opNames[s.op], now.Sub(time.Unix(0, s.since)).Seconds()))
+			missing = append(missing, fmt.Sprintf("rank %d (at step %d, %s for %.0f s)", r, s.step, opName(s.op), now.Sub(time.Unix(0, s.since)).Seconds()))
 		}
 	}
 	sort.Ints(waiting)
-	what := fmt.Sprintf("stall at step %d: ranks %v have waited in %s for %.0f s", stuck.step, waiting, opNames[stuck.op], waited.Seconds())
+	what := fmt.Sprintf("stall at step %d: ranks %v have waited in %s for %.0f s", stuck.step, waiting, opName(stuck.op), waited.Seconds())
 	if len(missing) == 0 {
 		return what + "; every rank is in it (a slow collective, or a stuck network)", waited
 	}

@@ -1,0 +1,309 @@
+package trainer
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"train/checkpoint"
+	"train/model"
+	"train/mpi"
+	"train/optim"
+)
+
+// On a model-parallel grid each rank holds a part of the model. A
+// checkpoint is still one file of the whole model, as np=1 writes it (so
+// PyTorch loads it, and any grid resumes it): rank 0 gathers the parts
+// from the first replica of each (the data-parallel rank 0 of each part),
+// and on resume reads the file and hands each part its tensors. A fresh
+// run needs no gathering: every part draws its own share of --seed's
+// stream (model.Init walks the whole network).
+
+// tagState marks the parts' state on its way to and from rank 0.
+const tagState = 0x7fe0
+
+// wholeState is the whole model's state, on rank 0, in np=1's layout.
+type wholeState struct {
+	model *model.Model // allocated (resume) or layout only (saving)
+	state checkpoint.State
+}
+
+// newWholeState allocates the whole model's state buffers; with alloc the
+// model's own buffers too (initialState draws or loads into them).
+func (s *Session) newWholeState(alloc bool) (*wholeState, error) {
+	cfg := s.Model.Config
+	var m *model.Model
+	var err error
+	if alloc {
+		m, err = model.Build(cfg)
+	} else {
+		m, err = model.Layout(cfg)
+	}
+	if err != nil {
+		return nil, err
+	}
+	w := &wholeState{model: m}
+	p := m.Params
+	if alloc {
+		w.state.Params, w.state.Buffers = p.Data, p.Buffers
+	} else {
+		w.state.Params = make([]float32, p.Len())
+		w.state.Buffers = make([]float32, bufferLen(p))
+	}
+	opt, err := optim.New(s.optCfg, p.Len())
+	if err != nil {
+		return nil, err
+	}
+	w.state.Optim = opt.State()
+	return w, nil
+}
+
+// bufferLen is the length of the buffer storage of a layout p.
+func bufferLen(p *model.Params) int {
+	n := 0
+	for _, t := range p.BufferTensors {
+		n = max(n, t.Offset+t.Size)
+	}
+	return n
+}
+
+// span is a run of values a part holds, at off in the part's buffer and
+// at whole in the whole model's.
+type span struct{ off, whole, n int }
+
+// partSpans maps part's tensors (the tied copy left out: its owner's is
+// saved) and buffers onto whole's, by name.
+func partSpans(part, whole *model.Params) (params, buffers []span, err error) {
+	for _, t := range part.Tensors {
+		if t.Copy {
+			continue
+		}
+		w, ok := whole.Lookup(t.Name)
+		if !ok || w.Size != t.Size {
+			return nil, nil, fmt.Errorf("model: part tensor %s is not in the whole model", t.Name)
+		}
+		params = append(params, span{t.Offset, w.Offset, t.Size})
+	}
+	for _, t := range part.BufferTensors {
+		w, ok := whole.LookupBuffer(t.Name)
+		if !ok || w.Size != t.Size {
+			return nil, nil, fmt.Errorf("model: part buffer %s is not in the whole model", t.Name)
+		}
+		buffers = append(buffers, span{t.Offset, w.Offset, t.Size})
+	}
+	return params, buffers, nil
+}
+
+// packLen is the length of a part's message: its parameters, each
+// optimizer buffer of their layout, its buffers.
+func packLen(params, buffers []span, optBufs int) int {
+	n := 0
+	for _, s := range params {
+		n += s.n * (1 + optBufs)
+	}
+	for _, s := range buffers {
+		n += s.n
+	}
+	return n
+}
+
+// move copies between a part's flat message msg and the whole state w:
+// into w when in is true, out of it otherwise.
+func (w *wholeState) move(msg []float32, params, buffers []span, in bool) {
+	at := 0
+	run := func(sp []span, whole []float32) {
+		for _, s := range sp {
+			if in {
+				copy(whole[s.whole:s.whole+s.n], msg[at:at+s.n])
+			} else {
+				copy(msg[at:at+s.n], whole[s.whole:s.whole+s.n])
+			}
+			at += s.n
+		}
+	}
+	run(params, w.state.Params)
+	for _, name := range slices.Sorted(maps.Keys(w.state.Optim)) {
+		run(params, w.state.Optim[name])
+	}
+	run(buffers, w.state.Buffers)
+}
+
+// packOwn and unpackOwn are move for this rank's own part, between its
+// live buffers and a flat message.
+func (s *Session) packOwn(params, buffers []span, unpack bool, msg []float32) {
+	st := &s.State
+	at := 0
+	run := func(sp []span, own []float32) {
+		for _, x := range sp {
+			if unpack {
+				copy(own[x.off:x.off+x.n], msg[at:at+x.n])
+			} else {
+				copy(msg[at:at+x.n], own[x.off:x.off+x.n])
+			}
+			at += x.n
+		}
+	}
+	run(params, st.Params)
+	for _, name := range slices.Sorted(maps.Keys(st.Optim)) {
+		run(params, st.Optim[name])
+	}
+	run(buffers, st.Buffers)
+}
+
+// partLeaders lists the job ranks that hold each part for the transfer:
+// the data-parallel rank 0 of every stage and shard, with each one's
+// stage.
+func (s *Session) partLeaders() (ranks, stages []int) {
+	g := s.grid
+	for p := range g.P {
+		for t := range g.T {
+			ranks = append(ranks, g.Rank(mpi.Coord{D: 0, P: p, T: t}))
+			stages = append(stages, p)
+		}
+	}
+	return ranks, stages
+}
+
+// partLayout is the layout of stage's part, for rank 0's side of a
+// transfer.
+func (s *Session) partLayout(stage int) (*model.Params, error) {
+	m, err := model.LayoutPart(s.Model.Config, model.Part{Stage: stage, Cuts: s.cuts})
+	if err != nil {
+		return nil, err
+	}
+	return m.Params, nil
+}
+
+// transfer moves the parts' state between rank 0's whole state w and the
+// part leaders: gather (into w) or scatter (out of it). Ranks that lead no
+// part do nothing.
+func (s *Session) transfer(w *wholeState, gather bool) error {
+	ranks, stages := s.partLeaders()
+	me := s.Job.Rank()
+	optBufs := len(s.State.Optim)
+	if me != 0 {
+		if !slices.Contains(ranks, me) {
+			return nil
+		}
+		params, buffers, err := partSpans(s.Model.Params, s.Model.Params)
+		if err != nil {
+			return err
+		}
+		msg := make([]float32, packLen(params, buffers, optBufs))
+		if gather {
+			s.packOwn(params, buffers, false, msg)
+			return s.Job.SendFloat32(msg, 0, tagState)
+		}
+		if err := s.Job.RecvFloat32(msg, 0, tagState); err != nil {
+			return err
+		}
+		s.packOwn(params, buffers, true, msg)
+		return nil
+	}
+	for i, r := range ranks {
+		lay := s.Model.Params
+		if r != 0 {
+			var err error
+			if lay, err = s.partLayout(stages[i]); err != nil {
+				return err
+			}
+		}
+		params, buffers, err := partSpans(lay, w.model.Params)
+		if err != nil {
+			return err
+		}
+		msg := make([]float32, packLen(params, buffers, optBufs))
+		switch {
+		case r == 0 && gather:
+			own, ownBuf, _ := partSpans(lay, lay)
+			s.packOwn(own, ownBuf, false, msg)
+			w.move(msg, params, buffers, true)
+		case r == 0:
+			w.move(msg, params, buffers, false)
+			own, ownBuf, _ := partSpans(lay, lay)
+			s.packOwn(own, ownBuf, true, msg)
+		case gather:
+			if err := s.Job.RecvFloat32(msg, r, tagState); err != nil {
+				return err
+			}
+			w.move(msg, params, buffers, true)
+		default:
+			w.move(msg, params, buffers, false)
+			if err := s.Job.SendFloat32(msg, r, tagState); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// gridInitialState gives every part its initial state. A fresh run's
+// parts each draw their own; a resumed run (or --init-from) is read on
+// rank 0 into the whole model, which is then handed out in parts. The
+// position goes to every rank; broadcastState then copies each part to
+// its replicas.
+func (s *Session) gridInitialState(bench bool) error {
+	c := &s.Cfg
+	flag := []int64{0}
+	if s.Job.Rank() == 0 && (c.Model.InitFrom != "" || (c.Checkpoint.Resume && !bench)) {
+		flag[0] = 1
+	}
+	if err := s.Job.BcastInt64(flag, 0); err != nil {
+		return err
+	}
+	if flag[0] == 0 {
+		if s.Job.Rank() == 0 {
+			s.describeModel()
+		}
+		if s.W.Rank() == 0 {
+			s.Model.Init(c.Optim.Seed)
+			s.State.Samples = 0
+		}
+		if s.Job.Rank() == 0 {
+			s.recordStart()
+		}
+		return nil
+	}
+	var w *wholeState
+	var err error
+	if s.Job.Rank() == 0 {
+		if w, err = s.newWholeState(true); err == nil {
+			part, state := s.Model, s.State
+			s.Model, s.State = w.model, w.state
+			err = s.initialState(bench)
+			w.state = s.State
+			s.Model, s.State = part, state
+			s.State.Step, s.State.Epoch, s.State.StepInEpoch, s.State.Samples, s.State.Meta = w.state.Step, w.state.Epoch, w.state.StepInEpoch, w.state.Samples, w.state.Meta
+		}
+	}
+	if err := Agree(s.Job, err); err != nil {
+		return err
+	}
+	if err := s.transfer(w, false); err != nil {
+		return err
+	}
+	return s.bcastPosition(s.Job)
+}
+
+// gatherCheckpoint brings the parts to rank 0 for a checkpoint of the
+// whole model; rank 0 returns the whole model's layout and state (the
+// others nil).
+func (s *Session) gatherCheckpoint() (*model.Params, *checkpoint.State, error) {
+	var w *wholeState
+	var err error
+	if s.Job.Rank() == 0 {
+		w, err = s.newWholeState(false)
+	}
+	if err := Agree(s.Job, err); err != nil {
+		return nil, nil, err
+	}
+	if err := s.transfer(w, true); err != nil {
+		return nil, nil, err
+	}
+	if s.Job.Rank() != 0 {
+		return nil, nil, nil
+	}
+	st := s.State
+	st.Params, st.Buffers, st.Optim = w.state.Params, w.state.Buffers, w.state.Optim
+	return w.model.Params, &st, nil
+}
