@@ -62,9 +62,11 @@ func (c *Conv2D) init(rng *rand.Rand) {
 		ts = append(ts, c.B)
 	}
 	for _, t := range ts {
-		for i, v := 0, c.p.initBuf(t, c.p.Data); i < len(v); i++ {
-			v[i] = float32((2*rng.Float64() - 1) * bound)
-		}
+		c.p.initBuf(t, c.p.Data, func(v []float32) {
+			for i := range v {
+				v[i] = float32((2*rng.Float64() - 1) * bound)
+			}
+		})
 	}
 }
 

@@ -16,9 +16,9 @@ type GPTBlock struct {
 	attn           *Attention
 	fc, proj       *Conv1D
 	gelu           *GELU
-	t, c           int
+	t, c, f        int       // f: the MLP's hidden units here (4C unsplit)
 	a1, at, x1, a2 []float32 // (n, T, C)
-	hid, g         []float32 // (n, T, 4C)
+	hid, g         []float32 // (n, T, f)
 	d1, d2, dh, dg []float32 // gradient scratch
 	batch          int
 }
@@ -27,13 +27,22 @@ type GPTBlock struct {
 // .ln_2, .mlp.c_fc, .mlp.c_proj); projStd initialises the two residual
 // projections.
 func NewGPTBlock(p *Params, prefix string, t, c, heads int, projStd float64) *GPTBlock {
-	b := &GPTBlock{t: t, c: c}
+	return newGPTBlock(p, nil, prefix, t, c, heads, projStd, 0, 1)
+}
+
+// newGPTBlock is shard of shards of a block (Megatron-LM's tensor
+// parallelism): the attention's heads and the MLP's hidden units split,
+// the LayerNorms and the residual stream whole on every shard; one sum
+// over the shards in forward and one in backward per attention and per
+// MLP (mode.TensorReduce).
+func newGPTBlock(p *Params, mode *Mode, prefix string, t, c, heads int, projStd float64, shard, shards int) *GPTBlock {
+	b := &GPTBlock{t: t, c: c, f: 4 * c / shards}
 	b.ln1 = NewLayerNorm(p, prefix+".ln_1", c, t)
-	b.attn = NewAttention(p, prefix+".attn", t, c, heads, projStd)
+	b.attn = newAttention(p, mode, prefix+".attn", t, c, heads, projStd, shard, shards)
 	b.ln2 = NewLayerNorm(p, prefix+".ln_2", c, t)
-	b.fc = NewConv1D(p, prefix+".mlp.c_fc", c, 4*c, t, 0.02)
-	b.gelu = NewGELU(4 * c * t)
-	b.proj = NewConv1D(p, prefix+".mlp.c_proj", 4*c, c, t, projStd)
+	b.fc = newConv1DShard(p, mode, prefix+".mlp.c_fc", c, 4*c, t, 0.02, byColumns, 1, shard, shards)
+	b.gelu = NewGELU(b.f * t)
+	b.proj = newConv1DShard(p, mode, prefix+".mlp.c_proj", 4*c, c, t, projStd, byRows, 1, shard, shards)
 	return b
 }
 
@@ -53,8 +62,9 @@ func (b *GPTBlock) ensure(n int) {
 	b.batch = n
 	tc := n * b.t * b.c
 	b.a1, b.at, b.x1, b.a2 = make([]float32, tc), make([]float32, tc), make([]float32, tc), make([]float32, tc)
-	b.hid, b.g = make([]float32, 4*tc), make([]float32, 4*tc)
-	b.d1, b.d2, b.dh, b.dg = make([]float32, tc), make([]float32, tc), make([]float32, 4*tc), make([]float32, 4*tc)
+	tf := n * b.t * b.f
+	b.hid, b.g = make([]float32, tf), make([]float32, tf)
+	b.d1, b.d2, b.dh, b.dg = make([]float32, tc), make([]float32, tc), make([]float32, tf), make([]float32, tf)
 }
 
 // Forward: x and y are (n, T, C).
@@ -161,7 +171,7 @@ func (m *Model) buildGPT() error {
 	proj := 0.02 / math.Sqrt(float64(2*g.Layers))
 	for i := range g.Layers {
 		before := p.Len()
-		m.add(NewGPTBlock(p, fmt.Sprintf("transformer.h.%d", i), t, c, g.Heads, proj), before)
+		m.add(newGPTBlock(p, m.Mode, fmt.Sprintf("transformer.h.%d", i), t, c, g.Heads, proj, m.part.Shard, max(m.part.Shards, 1)), before)
 	}
 	before := p.Len()
 	m.add(NewLayerNorm(p, "transformer.ln_f", c, t), before)

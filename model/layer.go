@@ -30,6 +30,10 @@ type Mode struct {
 	// Reduce, when set, sums small float64 vectors across the data-parallel
 	// replicas in place: synchronised BatchNorm. Nil: each replica alone.
 	Reduce func([]float64)
+	// TensorReduce sums a float32 buffer over the tensor-parallel shards
+	// of a layer, in place (Conv1D split by rows in forward, by columns in
+	// backward). Only a split model calls it.
+	TensorReduce func([]float32)
 }
 
 // scratch is memory layers borrow for the length of one call (the im2col

@@ -18,6 +18,72 @@ type Tensor struct {
 	// the tied token embedding on the last pipeline stage. Checkpoints
 	// save the owner's.
 	Copy bool
+	// Full is the whole tensor's shape when this part holds only a shard
+	// of it (tensor parallelism), Split which; nil: the whole tensor.
+	Full  []int
+	Split Split
+}
+
+// Split says which shard of a tensor a tensor-parallel part holds: along
+// dimension Dim, the tensor is Groups equal blocks (c_attn's q, k and v:
+// 3), each cut into Parts equal slices, of which this part holds slice
+// Part of every block.
+type Split struct{ Dim, Groups, Part, Parts int }
+
+// Spans lists where t's elements lie in the whole tensor: runs of n
+// values, at off in the shard and at whole in the whole tensor (row-major
+// offsets within the tensors). An unsplit tensor is one run.
+func (t Tensor) Spans() (off, whole, n []int) {
+	if t.Full == nil {
+		return []int{0}, []int{0}, []int{t.Size}
+	}
+	s := t.Split
+	full := t.Full
+	inner := 1 // values per index of dimension Dim
+	for _, d := range full[s.Dim+1:] {
+		inner *= d
+	}
+	outer := 1
+	for _, d := range full[:s.Dim] {
+		outer *= d
+	}
+	block := full[s.Dim] / s.Groups // indices per group
+	slice := block / s.Parts        // indices per shard of a group
+	at := 0
+	for o := range outer {
+		for g := range s.Groups {
+			off = append(off, at)
+			whole = append(whole, (o*full[s.Dim]+g*block+s.Part*slice)*inner)
+			n = append(n, slice*inner)
+			at += slice * inner
+		}
+	}
+	return off, whole, n
+}
+
+// AddSplit registers the shard split of a tensor whose whole shape is
+// full, and returns its view (shape: the shard's).
+func (p *Params) AddSplit(name string, split Split, full ...int) Tensor {
+	if split.Parts <= 1 {
+		return p.Add(name, full...)
+	}
+	shape := append([]int(nil), full...)
+	shape[split.Dim] /= split.Parts
+	t := p.Add(name, shape...)
+	if t.Full != nil || p.replay >= 0 && p.alloced {
+		return t // a replica's: registered already
+	}
+	t.Full, t.Split = full, split
+	whole := 1
+	for _, d := range full {
+		whole *= d
+	}
+	p.total += whole - t.Size
+	if !t.Absent() {
+		p.Tensors[len(p.Tensors)-1] = t
+	}
+	p.added[len(p.added)-1] = t
+	return t
 }
 
 // Absent reports that the tensor is on another part of a model-parallel
@@ -215,11 +281,29 @@ func (p *Params) Registered() []Tensor { return p.added }
 // for a tensor on another part, scratch of its size, so that every part
 // draws the whole model's stream in the same order and keeps what np=1
 // would have drawn for its own tensors.
-func (p *Params) initBuf(t Tensor, buf []float32) []float32 {
-	if t.Absent() {
-		return make([]float32, t.Size)
+func (p *Params) initBuf(t Tensor, buf []float32, fill func([]float32)) {
+	switch {
+	case t.Absent() && t.Full == nil:
+		fill(make([]float32, t.Size))
+	case t.Full != nil:
+		// A shard: the whole tensor drawn, this part's slices kept.
+		n := 1
+		for _, d := range t.Full {
+			n *= d
+		}
+		whole := make([]float32, n)
+		fill(whole)
+		if t.Absent() {
+			return
+		}
+		own := t.Of(buf)
+		off, at, size := t.Spans()
+		for i := range off {
+			copy(own[off[i]:off[i]+size[i]], whole[at[i]:at[i]+size[i]])
+		}
+	default:
+		fill(t.Of(buf))
 	}
-	return t.Of(buf)
 }
 
 // Lookup returns the tensor called name.

@@ -15,6 +15,9 @@ import (
 type Part struct {
 	Stage int   // this part's stage, 0-based
 	Cuts  []int // the first layer of each stage: Cuts[0] = 0; nil or one entry: the whole network
+	// Shard of Shards: tensor parallelism (gpt's blocks); 0 or 1 Shards:
+	// whole blocks.
+	Shard, Shards int
 }
 
 // Stages is the number of pipeline stages.

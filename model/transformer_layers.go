@@ -30,8 +30,8 @@ func (e *Embedding) OutSize() int { return e.t * e.c }
 
 // init draws both from N(0, 0.02), GPT-2's initializer_range.
 func (e *Embedding) init(rng *rand.Rand) {
-	normal(rng, e.p.initBuf(e.WTE, e.p.Data), 0.02)
-	normal(rng, e.p.initBuf(e.WPE, e.p.Data), 0.02)
+	e.p.initBuf(e.WTE, e.p.Data, func(v []float32) { normal(rng, v, 0.02) })
+	e.p.initBuf(e.WPE, e.p.Data, func(v []float32) { normal(rng, v, 0.02) })
 }
 
 // Forward: y[s,t,:] = wte[x[s,t]] + wpe[t].
@@ -111,9 +111,27 @@ func (l *LayerNorm) backward(dx, dy, x []float32, n int, add bool) {
 type Conv1D struct {
 	p            *Params
 	W, B         Tensor
-	in, out, per int
+	in, out, per int     // this shard's
 	std          float64 // initialisation: N(0, std), bias 0
+	par          parallel
+	mode         *Mode // its TensorReduce sums over the shards
 }
+
+// parallel is how a tensor-parallel shard holds a linear map (Megatron-LM,
+// Shoeybi et al. 2019).
+type parallel uint8
+
+const (
+	unsplit parallel = iota
+	// byColumns: the output columns (and bias) are split; each shard
+	// computes its slice from the whole input, and the input's gradient
+	// is the sum of the shards' (one allreduce in backward).
+	byColumns
+	// byRows: the input rows are split; the shards' outputs are summed
+	// (one allreduce in forward), then the bias, whole on every shard,
+	// added.
+	byRows
+)
 
 // NewConv1D registers prefix.weight (in, out) and prefix.bias (out) for
 // samples of per rows, initialised from N(0, std).
@@ -121,11 +139,31 @@ func NewConv1D(p *Params, prefix string, in, out, per int, std float64) *Conv1D 
 	return &Conv1D{p: p, W: p.Add(prefix+".weight", in, out), B: p.Add(prefix+".bias", out), in: in, out: out, per: per, std: std}
 }
 
+// newConv1DShard is shard of shards of a Conv1D split as par says;
+// byColumns with groups > 1 splits each of groups blocks of the columns
+// (c_attn's q, k and v) alike.
+func newConv1DShard(p *Params, mode *Mode, prefix string, in, out, per int, std float64, par parallel, groups, shard, shards int) *Conv1D {
+	if shards <= 1 {
+		return NewConv1D(p, prefix, in, out, per, std)
+	}
+	l := &Conv1D{p: p, in: in, out: out, per: per, std: std, par: par, mode: mode}
+	if par == byColumns {
+		l.W = p.AddSplit(prefix+".weight", Split{Dim: 1, Groups: groups, Part: shard, Parts: shards}, in, out)
+		l.B = p.AddSplit(prefix+".bias", Split{Dim: 0, Groups: groups, Part: shard, Parts: shards}, out)
+		l.out = out / shards
+	} else {
+		l.W = p.AddSplit(prefix+".weight", Split{Dim: 0, Groups: 1, Part: shard, Parts: shards}, in, out)
+		l.B = p.Add(prefix+".bias", out)
+		l.in = in / shards
+	}
+	return l
+}
+
 func (l *Conv1D) InSize() int  { return l.in * l.per }
 func (l *Conv1D) OutSize() int { return l.out * l.per }
 
 func (l *Conv1D) init(rng *rand.Rand) {
-	normal(rng, l.p.initBuf(l.W, l.p.Data), l.std)
+	l.p.initBuf(l.W, l.p.Data, func(v []float32) { normal(rng, v, l.std) })
 	if !l.B.Absent() {
 		clear(l.B.Of(l.p.Data))
 	}
@@ -135,6 +173,14 @@ func (l *Conv1D) init(rng *rand.Rand) {
 func (l *Conv1D) Forward(y, x []float32, n int) {
 	rows := n * l.per
 	b := l.B.Of(l.p.Data)
+	if l.par == byRows {
+		sgemm(false, false, rows, l.out, l.in, 1, x, l.in, l.W.Of(l.p.Data), l.out, 0, y, l.out)
+		l.mode.TensorReduce(y[:rows*l.out])
+		for r := range rows {
+			add(y[r*l.out:(r+1)*l.out], y[r*l.out:(r+1)*l.out], b, l.out)
+		}
+		return
+	}
 	for r := range rows {
 		copy(y[r*l.out:(r+1)*l.out], b)
 	}
@@ -148,6 +194,9 @@ func (l *Conv1D) Backward(dx, dy, x, _ []float32, n int) {
 	colSum(l.B.Of(l.p.Grad), dy, rows, l.out)
 	if dx != nil {
 		sgemm(false, true, rows, l.in, l.out, 1, dy, l.out, l.W.Of(l.p.Data), l.out, 0, dx, l.in)
+		if l.par == byColumns {
+			l.mode.TensorReduce(dx[:rows*l.in])
+		}
 	}
 }
 

@@ -322,6 +322,9 @@ func (e *pipeExecutor) Reducer(w *mpi.World, algo Algorithm, comp mpi.Compressio
 // last stage, once the replicas have averaged it (the sum of averages is
 // the average of the sums), so both copies take the same update.
 func (e *pipeExecutor) Settle() error {
+	if err := e.s.tensorErr; err != nil {
+		return err
+	}
 	t, ok := e.s.Model.TiedCopy()
 	if !ok {
 		return nil
@@ -347,13 +350,20 @@ func (e *pipeExecutor) Settle() error {
 // stage scales alike and all stop together on a non-finite gradient.
 func (e *pipeExecutor) Update(lr float64, t int, clip float64) (bool, error) {
 	p := e.s.Model.Params
+	g := e.s.grid
 	var sq float64
 	for _, ts := range p.Tensors {
-		if !ts.Copy {
+		// Each value once: a tensor-parallel shard's own slices, the
+		// tensors whole on every shard from shard 0, the tied table from
+		// the first stage.
+		if !ts.Copy && (ts.Full != nil || g.At.T == 0) {
 			sq += optim.SumSquares(ts.Of(p.Grad))
 		}
 	}
 	sum := []float64{sq}
+	if err := g.Tensor.AllreduceFloat64(sum, mpi.Sum); err != nil {
+		return false, err
+	}
 	if err := e.pipe.AllreduceFloat64(sum, mpi.Sum); err != nil {
 		return false, err
 	}
@@ -396,6 +406,13 @@ func (e *pipeExecutor) ToHost() error   { return nil }
 func (e *pipeExecutor) ToDevice() error { return nil }
 func (e *pipeExecutor) Ahead() bool     { return false }
 func (e *pipeExecutor) Describe() string {
-	return fmt.Sprintf("%s; pipeline stage %d of %d, %d micro-batches, %s, %d held at most", e.blas, e.stage, e.stages, e.m, e.sched, len(e.slots))
+	g := e.s.grid
+	d := fmt.Sprintf("%s; grid %dx%dx%d (data x pipeline x tensor), this rank %d,%d,%d", e.blas, g.D, g.P, g.T, g.At.D, g.At.P, g.At.T)
+	if e.stages > 1 {
+		d += fmt.Sprintf("; pipeline stage %d of %d, %d micro-batches, %s, %d held at most", e.stage, e.stages, e.m, e.sched, len(e.slots))
+	} else if e.m > 1 {
+		d += fmt.Sprintf("; %d micro-batches", e.m)
+	}
+	return d
 }
 func (e *pipeExecutor) Close() {}

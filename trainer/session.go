@@ -66,6 +66,7 @@ type Session struct {
 
 	cuts       []int    // the pipeline's: the first layer of each stage
 	layerNames []string // the whole network's layers, for the log
+	tensorErr  error    // the first failed sum over tensor-parallel shards (layers cannot return it)
 
 	benchBatches *batches // Steps' batch source and its order (benchapi.go)
 	benchOrder   []int
@@ -224,14 +225,14 @@ func (s *Session) build(r, d int) error {
 		return nil
 	}
 	newExec := executors[c.Device.Device]
-	if s.grid != nil && s.grid.P > 1 {
+	if s.grid != nil {
 		newExec = newPipeExecutor
 	}
 	if s.exec, err = newExec(s); err != nil {
 		return err
 	}
 	s.undo = append(s.undo, s.exec.Close)
-	if m := c.Data.MicroBatches; m > 1 && (s.grid == nil || s.grid.P == 1) {
+	if m := c.Data.MicroBatches; m > 1 && s.grid == nil {
 		if s.exec, err = newMicroExecutor(s.exec, m, s.Model.Positions()); err != nil {
 			return err
 		}
@@ -268,14 +269,42 @@ func (s *Session) splitGrid() error {
 // on a pipeline: the stages cut as --stages says, or balanced by the
 // layers' estimated cost.
 func (s *Session) buildModel(cfg model.Config) (*model.Model, error) {
-	if s.grid == nil || s.grid.P == 1 {
+	if s.grid == nil {
 		return model.Build(cfg)
 	}
 	whole, err := model.Layout(cfg)
 	if err != nil {
 		return nil, err
 	}
+	s.layerNames = whole.LayerNames()
+	part := model.Part{Shard: s.grid.At.T, Shards: s.grid.T}
+	if s.grid.P > 1 {
+		if part.Cuts, err = s.cut(whole); err != nil {
+			return nil, err
+		}
+		part.Stage = s.grid.At.P
+	}
+	s.cuts = part.Cuts
+	m, err := model.BuildPart(cfg, part)
+	if err != nil {
+		return nil, err
+	}
+	if s.grid.T > 1 {
+		t := s.grid.Tensor
+		m.Mode.TensorReduce = func(b []float32) {
+			if err := t.AllreduceFloat32(b, mpi.Sum); err != nil && s.tensorErr == nil {
+				s.tensorErr = err
+			}
+		}
+	}
+	return m, nil
+}
+
+// cut is where the pipeline's stages start: --stages' counts, or a cut
+// balanced by the layers' estimated cost.
+func (s *Session) cut(whole *model.Model) ([]int, error) {
 	var cuts []int
+	var err error
 	if st := s.Cfg.Dist.Stages; len(st) > 0 {
 		if len(st) != s.grid.P {
 			return nil, fmt.Errorf("--stages %s: %d counts for --pipeline %d; give one count of layers per stage", joinInts(st), len(st), s.grid.P)
@@ -284,11 +313,7 @@ func (s *Session) buildModel(cfg model.Config) (*model.Model, error) {
 	} else {
 		cuts, err = whole.Balance(s.grid.P)
 	}
-	if err != nil {
-		return nil, err
-	}
-	s.cuts, s.layerNames = cuts, whole.LayerNames()
-	return model.BuildPart(cfg, model.Part{Stage: s.grid.At.P, Cuts: cuts})
+	return cuts, err
 }
 
 func joinInts(v []int) string {

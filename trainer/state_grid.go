@@ -71,18 +71,26 @@ func bufferLen(p *model.Params) int {
 // at whole in the whole model's.
 type span struct{ off, whole, n int }
 
-// partSpans maps part's tensors (the tied copy left out: its owner's is
-// saved) and buffers onto whole's, by name.
-func partSpans(part, whole *model.Params) (params, buffers []span, err error) {
+// partSpans maps part's tensors and buffers onto whole's, by name. The
+// tied table's copy (the last stage's) is left out when gathering (its
+// owner's is saved) and filled from the owner's when handing out.
+func partSpans(part, whole *model.Params, gather bool) (params, buffers []span, err error) {
 	for _, t := range part.Tensors {
-		if t.Copy {
+		if t.Copy && gather {
 			continue
 		}
 		w, ok := whole.Lookup(t.Name)
-		if !ok || w.Size != t.Size {
+		if !ok || (t.Full == nil && w.Size != t.Size) {
 			return nil, nil, fmt.Errorf("model: part tensor %s is not in the whole model", t.Name)
 		}
-		params = append(params, span{t.Offset, w.Offset, t.Size})
+		if part == whole { // this part's own layout: one run per tensor
+			params = append(params, span{t.Offset, t.Offset, t.Size})
+			continue
+		}
+		off, at, n := t.Spans() // a tensor-parallel shard's slices
+		for i := range off {
+			params = append(params, span{t.Offset + off[i], w.Offset + at[i], n[i]})
+		}
 	}
 	for _, t := range part.BufferTensors {
 		w, ok := whole.LookupBuffer(t.Name)
@@ -158,16 +166,17 @@ func (s *Session) partLeaders() (ranks, stages []int) {
 	for p := range g.P {
 		for t := range g.T {
 			ranks = append(ranks, g.Rank(mpi.Coord{D: 0, P: p, T: t}))
-			stages = append(stages, p)
+			stages = append(stages, p*g.T+t)
 		}
 	}
 	return ranks, stages
 }
 
-// partLayout is the layout of stage's part, for rank 0's side of a
-// transfer.
-func (s *Session) partLayout(stage int) (*model.Params, error) {
-	m, err := model.LayoutPart(s.Model.Config, model.Part{Stage: stage, Cuts: s.cuts})
+// partLayout is the layout of a part (stage x T + shard), for rank 0's
+// side of a transfer.
+func (s *Session) partLayout(part int) (*model.Params, error) {
+	g := s.grid
+	m, err := model.LayoutPart(s.Model.Config, model.Part{Stage: part / g.T, Cuts: s.cuts, Shard: part % g.T, Shards: g.T})
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +194,7 @@ func (s *Session) transfer(w *wholeState, gather bool) error {
 		if !slices.Contains(ranks, me) {
 			return nil
 		}
-		params, buffers, err := partSpans(s.Model.Params, s.Model.Params)
+		params, buffers, err := partSpans(s.Model.Params, s.Model.Params, gather)
 		if err != nil {
 			return err
 		}
@@ -208,19 +217,19 @@ func (s *Session) transfer(w *wholeState, gather bool) error {
 				return err
 			}
 		}
-		params, buffers, err := partSpans(lay, w.model.Params)
+		params, buffers, err := partSpans(lay, w.model.Params, gather)
 		if err != nil {
 			return err
 		}
 		msg := make([]float32, packLen(params, buffers, optBufs))
 		switch {
 		case r == 0 && gather:
-			own, ownBuf, _ := partSpans(lay, lay)
+			own, ownBuf, _ := partSpans(lay, lay, gather)
 			s.packOwn(own, ownBuf, false, msg)
 			w.move(msg, params, buffers, true)
 		case r == 0:
 			w.move(msg, params, buffers, false)
-			own, ownBuf, _ := partSpans(lay, lay)
+			own, ownBuf, _ := partSpans(lay, lay, gather)
 			s.packOwn(own, ownBuf, true, msg)
 		case gather:
 			if err := s.Job.RecvFloat32(msg, r, tagState); err != nil {
