@@ -199,3 +199,45 @@ func (m *Model) TiedCopy() (Tensor, bool) {
 	}
 	return Tensor{}, false
 }
+
+// holder is a layer that keeps activations of its own for backward.
+type holder interface{ heldBytes() int }
+
+// ActivationBytes is what this model holds for the largest batch it has
+// run, between Forward and Backward: the layers' outputs and their
+// gradients, and what the layers keep inside (a block's intermediates,
+// the attention's probabilities). The input, the caller's, is not counted.
+func (m *Model) ActivationBytes() int {
+	n := 0
+	seen := map[*float32]bool{}
+	for _, bufs := range [][][]float32{m.acts[1:], m.grads} {
+		for _, b := range bufs {
+			if len(b) > 0 && !seen[&b[0]] {
+				seen[&b[0]] = true
+				n += 4 * len(b)
+			}
+		}
+	}
+	for _, l := range m.Layers {
+		if h, ok := l.(holder); ok {
+			n += h.heldBytes()
+		}
+	}
+	return n
+}
+
+func floats(bufs ...[]float32) int {
+	n := 0
+	for _, b := range bufs {
+		n += 4 * len(b)
+	}
+	return n
+}
+
+func (b *GPTBlock) heldBytes() int {
+	return floats(b.a1, b.at, b.x1, b.a2, b.hid, b.g, b.d1, b.d2, b.dh, b.dg) + b.attn.heldBytes() + b.ln1.heldBytes() + b.ln2.heldBytes()
+}
+func (a *Attention) heldBytes() int  { return floats(a.qkv, a.dqkv, a.p, a.dp, a.o, a.do) }
+func (l *LayerNorm) heldBytes() int  { return floats(l.mean, l.rstd) }
+func (b *BasicBlock) heldBytes() int { return floats(b.c1, b.b1, b.c2, b.b2, b.s1, b.s2, b.g, b.t1, b.t2, b.dxs) }
+func (l *MaxPool2d) heldBytes() int  { return 4 * len(l.arg) }

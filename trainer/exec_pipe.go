@@ -53,6 +53,10 @@ type pipeExecutor struct {
 	tied   []float32     // the other stage's gradient of the tied table
 	idle   time.Duration // time this stage waited on its neighbours in the last step
 	peak   int           // most micro-batches' activations held at once in the last step
+	// over the steps after the first (which allocates): the time the
+	// schedule took and the part of it spent waiting
+	steps            int
+	busy, idleSum    time.Duration
 }
 
 // pipeOp is one forward or backward of a micro-batch.
@@ -181,6 +185,13 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 			return err
 		}
 	}
+	began := time.Now()
+	defer func() {
+		if e.steps++; e.steps > 1 {
+			e.busy += time.Since(began)
+			e.idleSum += e.idle
+		}
+	}()
 	held := 0
 	for _, op := range e.ops {
 		i, sl := op.i, e.slots[op.i%k]
@@ -416,3 +427,23 @@ func (e *pipeExecutor) Describe() string {
 	return d
 }
 func (e *pipeExecutor) Close() {}
+
+// usage is this stage's memory and idle time, for the grid report: the
+// parameters (with gradients), the optimizer state and the activations
+// held (every slot's, and the received inputs), in bytes; the fraction of
+// the schedule's time spent waiting on neighbours over the steps after
+// the first; and the slots.
+func (e *pipeExecutor) usage() (params, optim, acts int, idle float64, slots int) {
+	p := e.s.Model.Params
+	params = 8 * p.Len()
+	for _, b := range e.opt.State() {
+		optim += 4 * len(b)
+	}
+	for k, sl := range e.slots {
+		acts += sl.ActivationBytes() + 4*len(e.in[k])
+	}
+	if e.busy > 0 {
+		idle = e.idleSum.Seconds() / e.busy.Seconds()
+	}
+	return params, optim, acts, idle, len(e.slots)
+}

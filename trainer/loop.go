@@ -387,6 +387,11 @@ func (s *Session) finish(win *window, global int) error {
 	if err != nil {
 		return err
 	}
+	if s.grid != nil {
+		if err := s.gridReport(); err != nil {
+			return err
+		}
+	}
 	win.wait += s.strategy.Waiting()
 	_, flops := s.Model.FLOPs()
 	ev := EndEvent{Step: st.Step, Ran: win.ran, Global: global, StepTime: win.stepTime, WaitTime: win.wait,

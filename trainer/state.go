@@ -179,6 +179,17 @@ func (s *Session) describe() {
 	}
 	s.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, %s%s; %s\n",
 		n, c.Data.BatchSize, n*c.Data.BatchSize, s.Sampler.StepsPerEpoch(), s.strategy.Describe(), bn, s.exec.Describe())
+	if len(s.cuts) > 1 {
+		var st []string
+		for i, lo := range s.cuts {
+			hi := len(s.layerNames)
+			if i+1 < len(s.cuts) {
+				hi = s.cuts[i+1]
+			}
+			st = append(st, fmt.Sprintf("stage %d: %s", i, strings.Join(s.layerNames[lo:hi], " ")))
+		}
+		s.rep.say("pipeline: %s\n", strings.Join(st, "; "))
+	}
 	if j := c.Observe.Job; j.SlurmJob != "" {
 		s.rep.say("train: slurm job %s, restart %s\n", j.SlurmJob, cmpOr(j.SlurmRestart, "0"))
 	}
