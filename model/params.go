@@ -119,7 +119,7 @@ type Params struct {
 	held func() bool
 	// Every tensor and buffer as registered, held or not, in order:
 	// what another part's model or a replica (Replay) walks through.
-	added, addedBuf []Tensor
+	added, addedBuf   []Tensor
 	replay, replayBuf int // Replay's positions in added and addedBuf; -1 when not replaying
 	total             int // parameters of the whole model (held or not, copies once)
 }

@@ -55,8 +55,8 @@ type pipeExecutor struct {
 	peak   int           // most micro-batches' activations held at once in the last step
 	// over the steps after the first (which allocates): the time the
 	// schedule took and the part of it spent waiting
-	steps            int
-	busy, idleSum    time.Duration
+	steps         int
+	busy, idleSum time.Duration
 }
 
 // pipeOp is one forward or backward of a micro-batch.
