@@ -112,6 +112,9 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 		if err := cfg.Validate(); err != nil {
 			return nil, err
 		}
+		if cfg.Dist.gridded() {
+			return nil, fmt.Errorf("--pipeline and --tensor-parallel: train init writes the whole model, which any grid starts from; drop them")
+		}
 		return s, s.build(0, 1)
 	}
 	ok := false
