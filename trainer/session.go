@@ -29,7 +29,9 @@ const SetupHint = "run scripts/setup.sh (it installs Debian's dataset-fashion-mn
 type Session struct {
 	// W is the ranks that train together as replicas (the workers, under
 	// parameter servers; on a model-parallel grid, the D replicas of this
-	// rank's part); Job is every rank of the job.
+	// rank's part); Job is every rank the loop runs on (all of the job's,
+	// but the parameter servers'), for the sums and agreements of the
+	// whole run.
 	W, Job  *mpi.World
 	grid    *mpi.Grid // --pipeline, --tensor-parallel: this rank's communicators; nil without
 	Cfg     Config

@@ -58,7 +58,7 @@ func (p *paramServers) Start() (bool, error) {
 	p.free = append(p.free, func() { sub.Free() })
 	p.client = ps.NewClient(p.world, p.shards, p.workers, false)
 	if !server {
-		s.W = sub // the workers' own world: the loop's collectives never involve the servers
+		s.W, s.Job = sub, sub // the workers' own world: the loop's collectives never involve the servers
 	}
 	return server, nil
 }
