@@ -48,11 +48,8 @@ type pipeExecutor struct {
 
 	// requests in flight, per micro-batch
 	recvF, recvB, sendF, sendB []*mpi.Request
-	// the timeline's events of the last step (hook_timeline.go draws them)
-	events []pipeEvent
-	tied   []float32     // the other stage's gradient of the tied table
-	idle   time.Duration // time this stage waited on its neighbours in the last step
-	peak   int           // most micro-batches' activations held at once in the last step
+	tied                       []float32     // the other stage's gradient of the tied table
+	idle                       time.Duration // time this stage waited on its neighbours in the last step
 	// over the steps after the first (which allocates): the time the
 	// schedule took and the part of it spent waiting
 	steps         int
@@ -63,13 +60,6 @@ type pipeExecutor struct {
 type pipeOp struct {
 	fwd bool
 	i   int
-}
-
-// pipeEvent is an interval of a step on a stage: a micro-batch's forward
-// or backward ("F3", "B3") or a wait for a neighbour ("recv F3").
-type pipeEvent struct {
-	name       string
-	start, end time.Time
 }
 
 // Tags of the pipeline's messages: the micro-batch and the direction, so
@@ -155,7 +145,7 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 	}
 	per, k := n/e.m, len(e.slots)
 	first, last := e.stage == 0, e.stage == e.stages-1
-	e.loss, e.right, e.idle, e.peak, e.events = 0, 0, 0, 0, e.events[:0]
+	e.loss, e.right, e.idle = 0, 0, 0
 	for i := range e.m {
 		e.recvF[i], e.recvB[i], e.sendF[i], e.sendB[i] = nil, nil, nil, nil
 	}
@@ -192,12 +182,9 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 			e.idleSum += e.idle
 		}
 	}()
-	held := 0
 	for _, op := range e.ops {
 		i, sl := op.i, e.slots[op.i%k]
 		if op.fwd {
-			held++
-			e.peak = max(e.peak, held)
 			var in []float32
 			if first {
 				in = e.gather(i, per, sl)
@@ -212,7 +199,6 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 					return err
 				}
 			}
-			start := time.Now()
 			out := sl.Forward(in, per)
 			if last {
 				lab := e.labels(i, per)
@@ -225,7 +211,6 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 				e.loss += loss / float64(e.m)
 				e.right += right
 			}
-			e.events = append(e.events, pipeEvent{fmt.Sprintf("F%d", i), start, time.Now()})
 			if !last {
 				var err error
 				if e.sendF[i], err = e.pipe.IsendFloat32(out, e.stage+1, tagAct+i); err != nil {
@@ -247,15 +232,12 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 				return err
 			}
 		}
-		start := time.Now()
 		sl.OnGradReady = nil
 		if i == e.m-1 {
 			sl.OnGradReady = ready
 		}
 		sl.Backward(per)
 		sl.OnGradReady = nil
-		e.events = append(e.events, pipeEvent{fmt.Sprintf("B%d", i), start, time.Now()})
-		held--
 		if !first {
 			var err error
 			if e.sendB[i], err = e.pipe.IsendFloat32(sl.InputGrad(per), e.stage-1, tagGrad+i); err != nil {
@@ -294,9 +276,7 @@ func (e *pipeExecutor) wait(r *mpi.Request, what string, i int) error {
 	e.s.prog.enterPipe(what, i, peer)
 	err := r.Wait()
 	e.s.prog.leave()
-	end := time.Now()
-	e.idle += end.Sub(start)
-	e.events = append(e.events, pipeEvent{fmt.Sprintf("%s%d", what, i), start, end})
+	e.idle += time.Since(start)
 	return err
 }
 

@@ -115,40 +115,25 @@ func packLen(params, buffers []span, optBufs int) int {
 	return n
 }
 
-// move copies between a part's flat message msg and the whole state w:
-// into w when in is true, out of it otherwise.
-func (w *wholeState) move(msg []float32, params, buffers []span, in bool) {
+// move copies between a part's flat message msg and st, whose buffers
+// are laid out as the spans' whole side (rank 0's whole state) or, with
+// own, as their off side (the part's live buffers): into st when in is
+// true, out of it otherwise. The message is the parameters, each
+// optimizer buffer in name order, then the buffers.
+func move(msg []float32, st *checkpoint.State, params, buffers []span, own, in bool) {
 	at := 0
-	run := func(sp []span, whole []float32) {
+	run := func(sp []span, buf []float32) {
 		for _, s := range sp {
+			o := s.whole
+			if own {
+				o = s.off
+			}
 			if in {
-				copy(whole[s.whole:s.whole+s.n], msg[at:at+s.n])
+				copy(buf[o:o+s.n], msg[at:at+s.n])
 			} else {
-				copy(msg[at:at+s.n], whole[s.whole:s.whole+s.n])
+				copy(msg[at:at+s.n], buf[o:o+s.n])
 			}
 			at += s.n
-		}
-	}
-	run(params, w.state.Params)
-	for _, name := range slices.Sorted(maps.Keys(w.state.Optim)) {
-		run(params, w.state.Optim[name])
-	}
-	run(buffers, w.state.Buffers)
-}
-
-// packOwn and unpackOwn are move for this rank's own part, between its
-// live buffers and a flat message.
-func (s *Session) packOwn(params, buffers []span, unpack bool, msg []float32) {
-	st := &s.State
-	at := 0
-	run := func(sp []span, own []float32) {
-		for _, x := range sp {
-			if unpack {
-				copy(own[x.off:x.off+x.n], msg[at:at+x.n])
-			} else {
-				copy(msg[at:at+x.n], own[x.off:x.off+x.n])
-			}
-			at += x.n
 		}
 	}
 	run(params, st.Params)
@@ -200,13 +185,13 @@ func (s *Session) transfer(w *wholeState, gather bool) error {
 		}
 		msg := make([]float32, packLen(params, buffers, optBufs))
 		if gather {
-			s.packOwn(params, buffers, false, msg)
+			move(msg, &s.State, params, buffers, true, false)
 			return s.Job.SendFloat32(msg, 0, tagState)
 		}
 		if err := s.Job.RecvFloat32(msg, 0, tagState); err != nil {
 			return err
 		}
-		s.packOwn(params, buffers, true, msg)
+		move(msg, &s.State, params, buffers, true, true)
 		return nil
 	}
 	for i, r := range ranks {
@@ -225,19 +210,19 @@ func (s *Session) transfer(w *wholeState, gather bool) error {
 		switch {
 		case r == 0 && gather:
 			own, ownBuf, _ := partSpans(lay, lay, gather)
-			s.packOwn(own, ownBuf, false, msg)
-			w.move(msg, params, buffers, true)
+			move(msg, &s.State, own, ownBuf, true, false)
+			move(msg, &w.state, params, buffers, false, true)
 		case r == 0:
-			w.move(msg, params, buffers, false)
+			move(msg, &w.state, params, buffers, false, false)
 			own, ownBuf, _ := partSpans(lay, lay, gather)
-			s.packOwn(own, ownBuf, true, msg)
+			move(msg, &s.State, own, ownBuf, true, true)
 		case gather:
 			if err := s.Job.RecvFloat32(msg, r, tagState); err != nil {
 				return err
 			}
-			w.move(msg, params, buffers, true)
+			move(msg, &w.state, params, buffers, false, true)
 		default:
-			w.move(msg, params, buffers, false)
+			move(msg, &w.state, params, buffers, false, false)
 			if err := s.Job.SendFloat32(msg, r, tagState); err != nil {
 				return err
 			}
