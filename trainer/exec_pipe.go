@@ -49,11 +49,14 @@ type pipeExecutor struct {
 	// requests in flight, per micro-batch
 	recvF, recvB, sendF, sendB []*mpi.Request
 	tied                       []float32     // the other stage's gradient of the tied table
-	idle                       time.Duration // time this stage waited on its neighbours in the last step
-	// over the steps after the first (which allocates): the time the
-	// schedule took and the part of it spent waiting
-	steps         int
-	busy, idleSum time.Duration
+	idle                       time.Duration // time this stage waited on its neighbours in the last step's schedule
+	// The step's span runs from the schedule's start to the moment every
+	// stage has finished its backward (the pipe-wide allreduce in Update
+	// returns); work is this stage's own forward and backward in it.
+	began      time.Time
+	work       time.Duration
+	steps      int           // schedules run
+	span, busy time.Duration // summed over the steps after the first (which allocates)
 }
 
 // pipeOp is one forward or backward of a micro-batch.
@@ -175,13 +178,9 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 			return err
 		}
 	}
-	began := time.Now()
-	defer func() {
-		if e.steps++; e.steps > 1 {
-			e.busy += time.Since(began)
-			e.idleSum += e.idle
-		}
-	}()
+	e.began = time.Now()
+	e.steps++
+	defer func() { e.work = time.Since(e.began) - e.idle }()
 	for _, op := range e.ops {
 		i, sl := op.i, e.slots[op.i%k]
 		if op.fwd {
@@ -358,6 +357,10 @@ func (e *pipeExecutor) Update(lr float64, t int, clip float64) (bool, error) {
 	if err := e.pipe.AllreduceFloat64(sum, mpi.Sum); err != nil {
 		return false, err
 	}
+	if e.steps > 1 {
+		e.span += time.Since(e.began)
+		e.busy += e.work
+	}
 	norm := math.Sqrt(sum[0])
 	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return false, nil
@@ -411,8 +414,9 @@ func (e *pipeExecutor) Close() {}
 // usage is this stage's memory and idle time, for the grid report: the
 // parameters (with gradients), the optimizer state and the activations
 // held (every slot's, and the received inputs), in bytes; the fraction of
-// the schedule's time spent waiting on neighbours over the steps after
-// the first; and the slots.
+// the steps' spans (schedule start to the last stage's backward done,
+// over the steps after the first) not spent on this stage's own forward
+// and backward: the bubble, as GPipe counts it; and the slots.
 func (e *pipeExecutor) usage() (params, optim, acts int, idle float64, slots int) {
 	p := e.s.Model.Params
 	params = 8 * p.Len()
@@ -422,8 +426,8 @@ func (e *pipeExecutor) usage() (params, optim, acts int, idle float64, slots int
 	for k, sl := range e.slots {
 		acts += sl.ActivationBytes() + 4*len(e.in[k])
 	}
-	if e.busy > 0 {
-		idle = e.idleSum.Seconds() / e.busy.Seconds()
+	if e.span > 0 {
+		idle = 1 - e.busy.Seconds()/e.span.Seconds()
 	}
 	return params, optim, acts, idle, len(e.slots)
 }
