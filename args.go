@@ -11,10 +11,17 @@ import (
 // reading flags at the first positional argument, so the arguments after
 // the command's name are reordered, its flags (with their values) first.
 // A flag takes a value unless it is a BoolFlag; "--" ends the flags.
-func hoistFlags(args []string, cmds ...*cli.Command) []string {
+// cmds is keyed by the command's path: "plot", "timeline plot".
+func hoistFlags(args []string, cmds map[string]*cli.Command) []string {
 	for i, a := range args {
-		for _, cmd := range cmds {
-			if a != cmd.Name {
+		cmd, ok := cmds[a]
+		if i > 0 {
+			if sub, ok2 := cmds[args[i-1]+" "+a]; ok2 {
+				cmd, ok = sub, true
+			}
+		}
+		{
+			if !ok {
 				continue
 			}
 			takesValue := map[string]bool{}

@@ -24,6 +24,7 @@ import (
 
 	"train/mpi"
 	"train/runlog"
+	"train/timeline"
 	"train/trainer"
 )
 
@@ -49,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main alone decides how to exit
 	}
-	err := app.Run(hoistFlags(args, plotCommand, timelineCommand.Subcommands[0], tokenizeCommand))
+	err := app.Run(hoistFlags(args, hoisted))
 	if err == nil {
 		return 0
 	}
@@ -144,6 +145,15 @@ var plotCommand = &cli.Command{
 	},
 }
 
+// hoisted are the commands whose flags may follow their positional
+// arguments, by path.
+var hoisted = map[string]*cli.Command{
+	"plot":           plotCommand,
+	"timeline merge": timelineCommand.Subcommands[0],
+	"timeline plot":  timelineCommand.Subcommands[1],
+	"tokenize":       tokenizeCommand,
+}
+
 // timelineCommand joins the ranks' timeline files.
 var timelineCommand = &cli.Command{
 	Name:  "timeline",
@@ -159,7 +169,45 @@ var timelineCommand = &cli.Command{
 			if c.NArg() == 0 {
 				return fmt.Errorf("train timeline merge: name the ranks' files (trace.rank*.json)")
 			}
-			return trainer.MergeTimelines(c.String("output"), c.Args().Slice())
+			return timeline.Merge(c.String("output"), c.Args().Slice())
+		},
+	}, {
+		Name:  "plot",
+		Usage: "draw one step of a --timeline trace as a PNG: a row per rank, a pipeline's forwards, backwards, sends and receives",
+		UsageText: "train timeline plot -o step.png trace.json            (a merged trace)\n" +
+			"train timeline plot -o step.png trace.rank*.json      (the ranks' files)",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "timeline.png", Usage: "PNG file to write"},
+			&cli.IntFlag{Name: "step", Value: -1, Usage: "the step to draw, counted from 0 as the trace's step spans are (default: the last but one every rank finished)"},
+			&cli.IntFlag{Name: "width", Value: 1400, Usage: "pixels"},
+			&cli.IntFlag{Name: "height", Value: 0, Usage: "pixels (default: 120 per rank, at least 300)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return fmt.Errorf("train timeline plot: name a trace (train timeline merge's output, or the ranks' trace.rank*.json)")
+			}
+			var evs []timeline.Event
+			for _, p := range c.Args().Slice() {
+				e, err := timeline.Read(p)
+				if err != nil {
+					return err
+				}
+				evs = append(evs, e...)
+			}
+			h := c.Int("height")
+			if h == 0 {
+				h = 300
+				for _, e := range evs {
+					h = max(h, 120*(e.Pid+1)+120)
+				}
+			}
+			if c.Int("width") < 100 || h < 100 {
+				return fmt.Errorf("--width and --height: at least 100 pixels")
+			}
+			if err := timeline.Plot(evs, c.String("output"), c.Int("step"), c.Int("width"), h); err != nil {
+				return fmt.Errorf("train timeline plot: %v", err)
+			}
+			return nil
 		},
 	}},
 }

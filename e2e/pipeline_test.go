@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	stdpng "image/png"
 	"maps"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"train/timeline"
 )
 
 // TestPipeline: a model cut into pipeline stages trains as np=1 with the
@@ -182,5 +186,152 @@ func TestTensorParallel(t *testing.T) {
 			continue
 		}
 		gptSame(t, "resumed at "+g.name+" against continuing at 1x2x2", straight, got, 32)
+	}
+}
+
+// TestPipelineTimeline: under --timeline each stage's track holds its
+// forward (F i) and backward (B i) of every micro-batch, in the order its
+// schedule runs them, each send and each receive of activations and
+// gradients, and an arrow (a flow) from each send to its receive on the
+// neighbouring rank, which ends after the send began (issue 16,
+// must-show 5); train timeline plot draws a step as a PNG.
+//
+// The expected orders are the schedules' definitions (Huang et al.'s
+// GPipe: all forwards, then all backwards; Narayanan et al.'s 1F1B: stage
+// s runs P-s-1 forwards, then alternates one forward and one backward,
+// then drains), written out by hand for P = 2, M = 4.
+func TestPipelineTimeline(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	gpt := append(smallGPT(bytesCorpus(t, dir)), "--max-steps", "3", "--batch-size", "8", "--micro-batches", "4", "--pipeline", "2")
+	for _, c := range []struct {
+		sched string
+		want  [2]string // stage 0's and stage 1's order
+	}{
+		{"gpipe", [2]string{"F0 F1 F2 F3 B0 B1 B2 B3", "F0 F1 F2 F3 B0 B1 B2 B3"}},
+		{"1f1b", [2]string{"F0 F1 B0 F2 B1 F3 B2 B3", "F0 B0 F1 B1 F2 B2 F3 B3"}},
+	} {
+		tr := filepath.Join(dir, c.sched+".json")
+		mustTrain(t, 2, append(gpt, "--schedule", c.sched, "--timeline", tr)...)
+		var evs []timeline.Event
+		for r := range 2 {
+			e, err := timeline.Read(timeline.Path(tr, r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, e...)
+		}
+		sort.SliceStable(evs, func(i, j int) bool { return evs[i].Ts < evs[j].Ts })
+		ops := map[[2]int][]string{} // (rank, step) -> its F and B spans in time order
+		steps := map[int][][2]float64{}
+		for _, e := range evs {
+			if e.Ph == "X" && e.Name == "step" {
+				steps[e.Pid] = append(steps[e.Pid], [2]float64{e.Ts, e.Ts + e.Dur})
+			}
+		}
+		sends, recvs := map[int]timeline.Event{}, map[int]timeline.Event{}
+		counts := map[string]int{}
+		for _, e := range evs {
+			switch {
+			case e.Ph == "s":
+				sends[e.ID] = e
+			case e.Ph == "f":
+				recvs[e.ID] = e
+			case e.Ph == "X" && len(e.Name) >= 2 && (e.Name[0] == 'F' || e.Name[0] == 'B') && e.Name[1] >= '0' && e.Name[1] <= '9':
+				for k, st := range steps[e.Pid] {
+					if e.Ts >= st[0] && e.Ts+e.Dur <= st[1]+0.01 {
+						ops[[2]int{e.Pid, k}] = append(ops[[2]int{e.Pid, k}], e.Name)
+					}
+				}
+			case e.Ph == "X" && (strings.HasPrefix(e.Name, "send ") || strings.HasPrefix(e.Name, "recv ")):
+				counts[itoa(e.Pid)+" "+e.Name[:6]]++
+			}
+		}
+		for r := range 2 {
+			if len(steps[r]) != 3 {
+				t.Fatalf("%s: rank %d has %d step spans, want 3", c.sched, r, len(steps[r]))
+			}
+			for k := range 3 {
+				if got := strings.Join(ops[[2]int{r, k}], " "); got != c.want[r] {
+					t.Errorf("%s: rank %d step %d runs %q, want %q", c.sched, r, k, got, c.want[r])
+				}
+			}
+		}
+		// Per step, stage 0 sends 4 activations and receives 4 gradients;
+		// stage 1 the reverse.
+		for k, want := range map[string]int{"0 send F": 12, "0 recv B": 12, "1 recv F": 12, "1 send B": 12} {
+			if counts[k] != want {
+				t.Errorf("%s: %d %q spans, want %d (all: %v)", c.sched, counts[k], k, want, counts)
+			}
+		}
+		if len(sends) != 24 || len(recvs) != 24 {
+			t.Errorf("%s: %d flow starts and %d ends, want 24 each", c.sched, len(sends), len(recvs))
+		}
+		for id, s := range sends {
+			f, ok := recvs[id]
+			switch {
+			case !ok:
+				t.Errorf("%s: the send of flow %d (rank %d) has no receive", c.sched, id, s.Pid)
+			case f.Pid == s.Pid:
+				t.Errorf("%s: flow %d starts and ends on rank %d", c.sched, id, s.Pid)
+			case f.Ts < s.Ts:
+				t.Errorf("%s: flow %d is received (rank %d, %.0f us) before it was sent (rank %d, %.0f us)", c.sched, id, f.Pid, f.Ts, s.Pid, s.Ts)
+			}
+		}
+		png := filepath.Join(dir, c.sched+".png")
+		r := trainRun(t, 0, time.Minute, nil, "timeline", "plot", timeline.Path(tr, 0), timeline.Path(tr, 1), "-o", png, "--width", "900")
+		if r.code != 0 {
+			t.Fatalf("timeline plot: %s", r.stderr)
+		}
+		f, err := os.Open(png)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := stdpng.DecodeConfig(f)
+		f.Close()
+		if err != nil || cfg.Width != 900 {
+			t.Errorf("timeline plot wrote %s: %+v, %v; want a PNG 900 pixels wide", png, cfg, err)
+		}
+	}
+}
+
+// TestPipelineFailure: a stage's rank that fails or dies ends every rank
+// within 10 s, named (issue 16, "failure and stalls"); a stage that hangs
+// is named by the watchdog with the micro-batch its neighbour waits for.
+func TestPipelineFailure(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	gpt := append(smallGPT(bytesCorpus(t, dir)), "--max-steps", "40", "--batch-size", "8", "--micro-batches", "4", "--log-every", "1")
+	for _, c := range []struct {
+		np    int
+		fault string
+		grid  []string
+		want  []string
+	}{
+		{4, "2:5:error", []string{"--pipeline", "4"}, []string{"train: rank 2: stage 2 of 4: injected fault at step 5"}},
+		{4, "1:5:error", []string{"--pipeline", "2", "--tensor-parallel", "2"}, []string{"train: rank 1: stage 0 of 2, shard 1 of 2: injected fault at step 5"}},
+		{4, "3:5:kill", []string{"--pipeline", "2", "--tensor-parallel", "2"}, []string{"rank 3"}},
+		{2, "1:5:hang", []string{"--pipeline", "2", "--stall-warn", "2s", "--stall-timeout", "5s"},
+			[]string{"train: rank 0: stall at step 5", "micro-batch", "from stage 1", "aborting (--stall-timeout 5s)"}},
+	} {
+		r := trainRun(t, c.np, time.Minute, []string{"TRAIN_FAULT=" + c.fault}, append(gpt, c.grid...)...)
+		if r.code == 0 {
+			t.Errorf("%s %v: exit 0 despite the fault", c.fault, c.grid)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(r.stderr, w) {
+				t.Errorf("%s %v: stderr lacks %q:\n%s", c.fault, c.grid, w, r.stderr)
+			}
+		}
+		limit := 10 * time.Second
+		if strings.HasSuffix(c.fault, "hang") {
+			limit = 5*time.Second + 10*time.Second // --stall-timeout, then the abort
+		}
+		if r.took > limit+2*time.Second { // start-up and five steps
+			t.Errorf("%s %v: the job took %v to end", c.fault, c.grid, r.took)
+		}
+		noTrace(t, r)
+		t.Logf("%s %v: ended in %v", c.fault, c.grid, r.took.Round(time.Millisecond))
 	}
 }

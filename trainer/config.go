@@ -125,7 +125,7 @@ type ObserveOptions struct {
 	MetricsAddr      string // HOST:PORT; each rank serves PORT + local rank; "": off
 	Pushgateway      string // URL; rank 0 pushes every PushgatewayEvery steps and at the end
 	PushgatewayEvery int
-	Timeline         string // Chrome trace file; each rank writes TimelinePath(Timeline, rank)
+	Timeline         string // Chrome trace file; each rank writes timeline.Path(Timeline, rank)
 	LogFile          string // JSON lines on rank 0
 	Plot             string // PNG of the curves, written at the end on rank 0
 	Progress         Progress

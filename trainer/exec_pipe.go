@@ -57,6 +57,9 @@ type pipeExecutor struct {
 	work       time.Duration
 	steps      int           // schedules run
 	span, busy time.Duration // summed over the steps after the first (which allocates)
+
+	watch []pipeWatcher // hooks told of each operation (none: nothing is timed)
+	jobOf []int         // the job rank of each stage of this replica and shard
 }
 
 // pipeOp is one forward or backward of a micro-batch.
@@ -125,6 +128,9 @@ func newPipeExecutor(s *Session) (Executor, error) {
 	e.in, e.lab = make([][]float32, k), make([][]int32, k)
 	e.recvF, e.recvB = make([]*mpi.Request, m), make([]*mpi.Request, m)
 	e.sendF, e.sendB = make([]*mpi.Request, m), make([]*mpi.Request, m)
+	for p := range g.P {
+		e.jobOf = append(e.jobOf, g.Rank(mpi.Coord{D: g.At.D, P: p, T: g.At.T}))
+	}
 	return e, nil
 }
 
@@ -178,6 +184,9 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 			return err
 		}
 	}
+	if e.steps == 0 {
+		e.watch = e.s.pipeWatchers() // the hooks exist once the first step runs
+	}
 	e.began = time.Now()
 	e.steps++
 	defer func() { e.work = time.Since(e.began) - e.idle }()
@@ -198,6 +207,7 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 					return err
 				}
 			}
+			t0 := time.Now()
 			out := sl.Forward(in, per)
 			if last {
 				lab := e.labels(i, per)
@@ -210,11 +220,14 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 				e.loss += loss / float64(e.m)
 				e.right += right
 			}
+			e.tell(PipeForward, "", i, e.stage, t0)
 			if !last {
+				t0 := time.Now()
 				var err error
 				if e.sendF[i], err = e.pipe.IsendFloat32(out, e.stage+1, tagAct+i); err != nil {
 					return err
 				}
+				e.tell(PipeSend, PipeForward, i, e.stage+1, t0)
 			}
 			continue
 		}
@@ -235,13 +248,17 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 		if i == e.m-1 {
 			sl.OnGradReady = ready
 		}
+		t0 := time.Now()
 		sl.Backward(per)
 		sl.OnGradReady = nil
+		e.tell(PipeBackward, "", i, e.stage, t0)
 		if !first {
+			t0 := time.Now()
 			var err error
 			if e.sendB[i], err = e.pipe.IsendFloat32(sl.InputGrad(per), e.stage-1, tagGrad+i); err != nil {
 				return err
 			}
+			e.tell(PipeSend, PipeBackward, i, e.stage-1, t0)
 		}
 		if err := post(i + k); err != nil {
 			return err
@@ -264,19 +281,54 @@ func (e *pipeExecutor) wait(r *mpi.Request, what string, i int) error {
 	if r == nil {
 		return nil
 	}
-	if done, err := r.Test(); done || err != nil {
-		return err
-	}
 	start := time.Now()
 	peer := e.stage + 1
 	if what == "recv F" || what == "send B" {
 		peer = e.stage - 1
 	}
+	recv := what == "recv F" || what == "recv B"
+	dir := PipeForward
+	if what == "recv B" || what == "send B" {
+		dir = PipeBackward
+	}
+	if done, err := r.Test(); done || err != nil {
+		if recv && err == nil {
+			e.tell(PipeRecv, dir, i, peer, start)
+		}
+		return err
+	}
 	e.s.prog.enterPipe(what, i, peer)
 	err := r.Wait()
 	e.s.prog.leave()
 	e.idle += time.Since(start)
+	if recv && err == nil {
+		e.tell(PipeRecv, dir, i, peer, start)
+	}
 	return err
+}
+
+// tell tells the watching hooks of an operation on micro-batch i that
+// began at start and ends now; peer is the stage a message goes to or
+// comes from (this stage for a forward or backward).
+func (e *pipeExecutor) tell(op, dir PipeOp, i, peer int, start time.Time) {
+	if len(e.watch) == 0 {
+		return
+	}
+	ev := PipeEvent{Op: op, Dir: dir, Micro: i, Stage: e.stage, Peer: peer, Start: start, Took: time.Since(start)}
+	if op == PipeSend || op == PipeRecv {
+		from := e.stage
+		if op == PipeRecv {
+			from = peer
+		}
+		d := 0
+		if dir == PipeBackward {
+			d = 1
+		}
+		ev.Flow = 1 + e.jobOf[from] + e.s.Job.Size()*(i+e.m*(d+2*e.s.State.Step))
+	}
+	for _, w := range e.watch {
+		w.Pipe(&ev)
+	}
 }
 
 // gather copies micro-batch i's samples (i, i+M, ...) into slot i's

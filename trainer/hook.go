@@ -109,6 +109,32 @@ type (
 	// evalWatcher hears the evaluations --eval-every asks for inside
 	// epochs.
 	evalWatcher interface{ Eval(e *EvalEvent) }
+	// pipeWatcher hears each operation of a pipeline stage's schedule.
+	pipeWatcher interface{ Pipe(e *PipeEvent) }
+)
+
+// PipeEvent is one operation of a pipeline stage's schedule: a forward or
+// backward of a micro-batch, the posting of a send, or the wait for a
+// receive (Took is the time spent waiting: near zero when the message had
+// already arrived).
+type PipeEvent struct {
+	Op          PipeOp
+	Dir         PipeOp // of a send or receive: PipeForward (activations) or PipeBackward (gradients)
+	Micro       int
+	Stage, Peer int // this stage, and the stage sent to or received from
+	Flow        int // a send and its receive share it: an id unique in the run
+	Start       time.Time
+	Took        time.Duration
+}
+
+// PipeOp names a pipeline operation.
+type PipeOp string
+
+const (
+	PipeForward  PipeOp = "F"
+	PipeBackward PipeOp = "B"
+	PipeSend     PipeOp = "send"
+	PipeRecv     PipeOp = "recv"
 )
 
 // EvalEvent is an evaluation of the test split inside an epoch, summed

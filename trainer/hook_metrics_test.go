@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 	"train/internal/near"
+	"train/timeline"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -217,7 +218,7 @@ func TestPrometheusAssets(t *testing.T) {
 // step's time (train bench step, or the throughput line) to get the
 // overhead.
 func BenchmarkObservePerStep(b *testing.B) {
-	tl, err := openTimeline(filepath.Join(b.TempDir(), "tl.json"), 0, time.Now())
+	tl, err := timeline.Create(filepath.Join(b.TempDir(), "tl.json"), 0, time.Now(), "training", "gradient allreduce")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -96,7 +97,36 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	return s.Run()
+	return s.placed(s.Run())
+}
+
+// placed prefixes an error this rank reports with its place on a grid
+// ("stage 2 of 4, shard 1 of 2"), so a failed stage or shard is named
+// as such, not only by its rank. Errors another rank reported pass as
+// they are.
+func (s *Session) placed(err error) error {
+	g := s.grid
+	if err == nil || g == nil {
+		return err
+	}
+	var where []string
+	if g.D > 1 {
+		where = append(where, fmt.Sprintf("replica %d of %d", g.At.D, g.D))
+	}
+	if g.P > 1 {
+		where = append(where, fmt.Sprintf("stage %d of %d", g.At.P, g.P))
+	}
+	if g.T > 1 {
+		where = append(where, fmt.Sprintf("shard %d of %d", g.At.T, g.T))
+	}
+	var je *JobError
+	if errors.As(err, &je) {
+		if je.Own {
+			je.Err = fmt.Errorf("%s: %w", strings.Join(where, ", "), je.Err)
+		}
+		return err
+	}
+	return fmt.Errorf("%s: %w", strings.Join(where, ", "), err)
 }
 
 // NewSession builds this rank's session. Every rank calls it together: it
@@ -403,6 +433,18 @@ func (s *Session) observeBucket(b bucket, start time.Time, d time.Duration, over
 			w.Bucket(b, start, d, overlapped)
 		}
 	}
+}
+
+// pipeWatchers are the hooks that watch a pipeline's operations (none:
+// the executor does not time them).
+func (s *Session) pipeWatchers() []pipeWatcher {
+	var ws []pipeWatcher
+	for _, h := range s.hooks {
+		if w, ok := h.(pipeWatcher); ok {
+			ws = append(ws, w)
+		}
+	}
+	return ws
 }
 
 // bucketsChanged tells the hooks the gradient buckets' size cap.
