@@ -30,7 +30,7 @@ type Event struct {
 	Pid  int            `json:"pid"`
 	Tid  int            `json:"tid"`
 	ID   int            `json:"id,omitempty"`
-	S    string         `json:"s,omitempty"`  // an instant's scope ("t": its track)
+	S    string         `json:"s,omitempty"` // an instant's scope ("t": its track)
 	Args map[string]any `json:"args,omitempty"`
 }
 
