@@ -98,6 +98,21 @@ func (m *Model) layerTensors(i int) (lo, hi int) {
 	return m.regAt[i], m.regAt[i+1]
 }
 
+// LayerParams is the number of parameters of layer i (its registered
+// tensors, buffers included), for train plan.
+func (m *Model) LayerParams(i int) int {
+	lo, hi := m.layerTensors(i)
+	n := 0
+	for _, t := range m.Params.Tensors[lo:hi] {
+		n += t.Size
+	}
+	return n
+}
+
+// LayerOut is layer i's output per sample, in values: what crosses a
+// pipeline cut after it.
+func (m *Model) LayerOut(i int) int { return m.all[i].OutSize() }
+
 // AllLayers is the number of layers of the whole network.
 func (m *Model) AllLayers() int { return len(m.all) }
 
