@@ -1,0 +1,48 @@
+#!/bin/sh
+# A GPT too big for one rank under a per-rank memory limit trains when
+# split (issue 16, must-show 3): every rank runs in a memory cgroup of its
+# own with LIMIT bytes (cgroup v2 memory.max, or v1 memory.limit_in_bytes,
+# under this shell's cgroup; needs root), at np=1 and at --pipeline 4 and
+# --tensor-parallel 4.
+#   scripts/bench/memlimit.sh DATA [TRAIN] [LIMIT]
+# DATA: token shards (train tokenize); TRAIN: the binary (./train); LIMIT:
+# bytes per rank (default 1 GiB).
+set -eu
+data=$1
+train=$(realpath "${2:-./train}")
+limit=${3:-1073741824}
+mpi="mpirun --oversubscribe"
+[ "$(id -u)" = 0 ] && mpi="$mpi --allow-run-as-root"
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+	base=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
+	file=memory.max
+else
+	base=/sys/fs/cgroup/memory$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
+	file=memory.limit_in_bytes
+fi
+[ -w "$base" ] || { echo "memlimit.sh: cannot create cgroups under $base (run as root on a machine whose cgroups are writable)"; exit 1; }
+# Each rank: a cgroup of its own, the limit, then train in its place.
+wrap=$(mktemp)
+cat > "$wrap" <<EOT
+#!/bin/sh
+cg=$base/train-memlimit-\$\$
+mkdir "\$cg" && echo $limit > "\$cg/$file" && echo 0 > "\$cg/memory.swappiness" 2>/dev/null || true
+echo \$\$ > "\$cg/cgroup.procs"
+exec "\$@"
+EOT
+chmod +x "$wrap"
+g="--model gpt --data $data --layers 8 --heads 8 --dim 1024 --context 32 --optimizer adamw --lr 1e-3 --batch-size 4 --micro-batches 4 --eval-batch 4 --max-steps 3 --log-every 1"
+echo "## gpt 8 layers, dim 1024, context 32, AdamW: $(($limit / 1048576)) MiB per rank"
+for grid in "" "--pipeline 4" "--tensor-parallel 4"; do
+	np=1
+	[ -n "$grid" ] && np=4
+	echo "### np=$np $grid"
+	set +e
+	$mpi -np $np "$wrap" "$train" $g $grid >"$wrap.out" 2>&1
+	rc=$?
+	set -e
+	grep -E '^train: gpt|^grid:|^done|killed|Killed|signal' "$wrap.out" | sed 's/; idle.*//' | head -8
+	echo "exit $rc"
+done
+rmdir "$base"/train-memlimit-* 2>/dev/null || true
+rm -f "$wrap" "$wrap.out"
