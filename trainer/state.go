@@ -163,8 +163,14 @@ func (s *Session) bcastPosition(w *mpi.World) error {
 }
 
 // describeModel logs what is trained on what (rank 0).
+// On a grid the FLOPs are the whole network's, not this rank's part's.
 func (s *Session) describeModel() {
 	_, flops := s.Model.FLOPs()
+	if s.grid != nil {
+		if whole, err := model.Layout(s.Model.Config); err == nil {
+			_, flops = whole.FLOPs()
+		}
+	}
 	s.rep.say("train: %s model, %d parameters, %.1f MFLOP per training sample; %s\n",
 		s.Cfg.ModelName(), s.Model.Params.Total(), float64(flops)/1e6, s.dataName)
 }
