@@ -111,6 +111,7 @@ var (
 
 	ckDirFlag  = &cli.StringFlag{Name: "checkpoint-dir", Usage: "directory for rank 0's checkpoints (safetensors); also written at the end", EnvVars: env("CHECKPOINT_DIR"), Category: catCkpt}
 	ckEvery    = &cli.IntFlag{Name: "checkpoint-every", Value: 0, Usage: "write a checkpoint every N steps (0: only at the end)", EnvVars: env("CHECKPOINT_EVERY"), Category: catCkpt}
+	ckFormat   = &cli.StringFlag{Name: "checkpoint-format", Value: "single", Usage: "single: one safetensors file gathered to rank 0 (PyTorch loads it); sharded: a directory where each pipeline stage and tensor shard writes its own file and rank 0 an index, with no gathering (models too big for one rank); --resume reads either onto any grid", EnvVars: env("CHECKPOINT_FORMAT"), Category: catCkpt}
 	keepFlag   = &cli.IntFlag{Name: "keep", Value: 3, Usage: "keep the newest N checkpoints (0: all)", EnvVars: env("KEEP"), Category: catCkpt}
 	resumeFlag = &cli.BoolFlag{Name: "resume", Usage: "continue from the newest checkpoint in --checkpoint-dir (from scratch if there is none)", EnvVars: env("RESUME"), Category: catCkpt}
 	logFlag    = &cli.IntFlag{Name: "log-every", Value: 100, Usage: "rank 0 logs a line every N steps", EnvVars: env("LOG_EVERY"), Category: catCkpt}
@@ -122,7 +123,7 @@ var trainFlags = append([]cli.Flag{
 	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout,
 	pipeFlag, tpFlag, pipeSchedule, stagesFlag,
-	ckDirFlag, ckEvery, keepFlag, resumeFlag, logFlag,
+	ckDirFlag, ckEvery, ckFormat, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, evalEvery, logFileFlag, plotFlag, progressFlag,
 	gpuDetFlag, gpuProfFlag, gpuRingFlag,
 }, libs()...)
@@ -178,6 +179,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 	parse(&errs, &cfg.Dist.Buckets, trainer.ParseBuckets, c.String(bucketFlag.Name))
 	parse(&errs, &cfg.Dist.BN, trainer.ParseBN, c.String(bnFlag.Name))
 	parse(&errs, &cfg.Dist.Schedule, trainer.ParseSchedule, c.String(pipeSchedule.Name))
+	parse(&errs, &cfg.Checkpoint.Format, trainer.ParseCheckpointFormat, c.String(ckFormat.Name))
 	parse(&errs, &cfg.Device.Device, trainer.ParseDevice, c.String(deviceFlag.Name))
 	parse(&errs, &cfg.Device.Precision, trainer.ParsePrecision, c.String(precFlag.Name))
 	parse(&errs, &cfg.Observe.Progress, trainer.ParseProgress, c.String(progressFlag.Name))

@@ -41,7 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"Every option can also be set by its TRAIN_* environment variable.",
 		Flags:           trainFlags,
 		Action:          trainAction,
-		Commands:        []*cli.Command{benchCommand, generateCommand, initCommand, planCommand, plotCommand, timelineCommand, tokenizeCommand},
+		Commands:        []*cli.Command{benchCommand, checkpointCommand, generateCommand, initCommand, planCommand, plotCommand, timelineCommand, tokenizeCommand},
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
@@ -148,10 +148,11 @@ var plotCommand = &cli.Command{
 // hoisted are the commands whose flags may follow their positional
 // arguments, by path.
 var hoisted = map[string]*cli.Command{
-	"plot":           plotCommand,
-	"timeline merge": timelineCommand.Subcommands[0],
-	"timeline plot":  timelineCommand.Subcommands[1],
-	"tokenize":       tokenizeCommand,
+	"plot":                   plotCommand,
+	"timeline merge":         timelineCommand.Subcommands[0],
+	"timeline plot":          timelineCommand.Subcommands[1],
+	"tokenize":               tokenizeCommand,
+	"checkpoint consolidate": checkpointCommand.Subcommands[0],
 }
 
 // timelineCommand joins the ranks' timeline files.

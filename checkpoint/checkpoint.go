@@ -45,7 +45,7 @@ const Format = "train.checkpoint/v1"
 // to load a checkpoint into a torch.nn.Module.
 const optimPrefix = "optimizer."
 
-var ckptName = regexp.MustCompile(`^step-(\d{8,})\.safetensors$`)
+var ckptName = regexp.MustCompile(`^step-(\d{8,})(\.safetensors)?$`)
 
 // Path names the checkpoint of a step; the zero padding makes
 // names sort by step.
@@ -150,12 +150,6 @@ func Save(dir string, p *model.Params, s *State) (string, error) {
 // temporary that loaders ignore), never a torn one; other files are not
 // touched.
 func Write(final string, p *model.Params, s *State) error {
-	dir := filepath.Dir(final)
-	views := tensorViews(p, s)
-	names := make([]string, 0, len(views))
-	for n := range views {
-		names = append(names, n)
-	}
 	meta := map[string]string{"format": Format}
 	for k, v := range s.Meta {
 		meta[k] = v
@@ -164,6 +158,17 @@ func Write(final string, p *model.Params, s *State) error {
 	meta["epoch"] = strconv.Itoa(s.Epoch)
 	meta["step_in_epoch"] = strconv.Itoa(s.StepInEpoch)
 	meta["samples"] = strconv.FormatInt(s.Samples, 10)
+	return writeViews(final, tensorViews(p, s), meta, s.WrapFile)
+}
+
+// writeViews writes views and meta (with the views' checksum added) to
+// final atomically, as Write says.
+func writeViews(final string, views map[string]tensorView, meta map[string]string, wrap func(io.Writer) io.Writer) error {
+	dir := filepath.Dir(final)
+	names := make([]string, 0, len(views))
+	for n := range views {
+		names = append(names, n)
+	}
 	meta["crc32c"] = fmt.Sprintf("%08x", checksum(names, func(n string) []byte { return views[n].Data() }))
 
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(final)+".tmp-*")
@@ -172,8 +177,8 @@ func Write(final string, p *model.Params, s *State) error {
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
 	var out io.Writer = tmp
-	if s.WrapFile != nil {
-		out = s.WrapFile(tmp)
+	if wrap != nil {
+		out = wrap(tmp)
 	}
 	w := bufio.NewWriterSize(out, 1<<20)
 	err = safetensors.SerializeToWriter(views, meta, w)
@@ -303,8 +308,9 @@ func loadCheckpoint(path string, p *model.Params, s *State) error {
 	return nil
 }
 
-// List returns the checkpoints in dir, oldest step first. A
-// missing dir has none.
+// List returns the checkpoints in dir, oldest step first: single files
+// and sharded directories whose index was written (an unfinished one is
+// not a checkpoint). A missing dir has none.
 func List(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -320,8 +326,13 @@ func List(dir string) ([]string, error) {
 	var cks []ck
 	for _, e := range entries {
 		m := ckptName.FindStringSubmatch(e.Name())
-		if m == nil || e.IsDir() {
+		if m == nil || e.IsDir() != (m[2] == "") {
 			continue
+		}
+		if e.IsDir() {
+			if _, err := os.Stat(filepath.Join(dir, e.Name(), IndexName)); err != nil {
+				continue
+			}
 		}
 		step, err := strconv.Atoi(m[1])
 		if err != nil {
@@ -348,7 +359,7 @@ func Prune(dir string, keep int) error {
 		return err
 	}
 	for len(paths) > keep {
-		if err := os.Remove(paths[0]); err != nil {
+		if err := os.RemoveAll(paths[0]); err != nil {
 			return err
 		}
 		paths = paths[1:]

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	stdpng "image/png"
 	"maps"
 	"os"
@@ -333,5 +334,105 @@ func TestPipelineFailure(t *testing.T) {
 		}
 		noTrace(t, r)
 		t.Logf("%s %v: ended in %v", c.fault, c.grid, r.took.Round(time.Millisecond))
+	}
+}
+
+// TestShardedCheckpoint: --checkpoint-format sharded on the GPT at
+// (D,P,T) = (1,2,2): each of the 4 parts writes its own file and rank 0
+// the index, with no gathering (issue 16, "checkpoints"). Consolidated,
+// it is byte for byte the single file the same run writes by gathering;
+// resumed on the same grid (each part reading its own file) it ends bit
+// for bit where the uninterrupted run does; resumed at (1,4,1) (parts
+// reading the slices they need from others' files) and at np=1 (rank 0
+// reading the whole) it ends within 1e-5 of it. A writer killed half way
+// through its shard leaves no index, and --resume takes the checkpoint
+// before; a missing or truncated shard is one line naming the file.
+func TestShardedCheckpoint(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	gpt := append(smallGPT(bytesCorpus(t, dir)), "--batch-size", "8", "--micro-batches", "4", "--eps", "1e-6", "--keep", "0", "--checkpoint-every", "10")
+	grid := []string{"--pipeline", "2", "--tensor-parallel", "2"}
+	sharded := []string{"--checkpoint-format", "sharded"}
+	step := func(d string, n int) string { return filepath.Join(d, fmt.Sprintf("step-%08d", n)) }
+	consolidate := func(ck string) string {
+		t.Helper()
+		out := ck + ".safetensors"
+		if r := trainRun(t, 0, time.Minute, nil, "checkpoint", "consolidate", ck, "-o", out); r.code != 0 {
+			t.Fatalf("consolidate %s: %s", ck, r.stderr)
+		}
+		return out
+	}
+	copyStep := func(from, to string, n int) {
+		t.Helper()
+		if err := os.CopyFS(step(to, n), os.DirFS(step(from, n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := filepath.Join(dir, "a")
+	mustTrain(t, 4, append(append(append([]string{}, gpt...), grid...), append(sharded, "--max-steps", "20", "--checkpoint-dir", a)...)...)
+	if n, _ := filepath.Glob(filepath.Join(step(a, 20), "shard-*-of-00004.safetensors")); len(n) != 4 {
+		t.Fatalf("%d shard files at step 20, want 4", len(n))
+	}
+	single := filepath.Join(dir, "single")
+	mustTrain(t, 4, append(append(append([]string{}, gpt...), grid...), "--max-steps", "10", "--checkpoint-dir", single)...)
+	if !sameFiles(t, consolidate(step(a, 10)), filepath.Join(single, "step-00000010.safetensors")) {
+		t.Errorf("the sharded checkpoint at step 10, consolidated, differs from the gathered single file")
+	}
+	want := consolidate(step(a, 20))
+	// The same grid, each part reading its own file: bit for bit.
+	b := filepath.Join(dir, "b")
+	copyStep(a, b, 10)
+	r := mustTrain(t, 4, append(append(append([]string{}, gpt...), grid...), append(sharded, "--max-steps", "20", "--checkpoint-dir", b, "--resume")...)...)
+	if !strings.Contains(r.stdout, "resume: "+step(b, 10)) {
+		t.Errorf("the resumed run does not say it resumed step 10:\n%s", r.stdout)
+	}
+	if !sameFiles(t, consolidate(step(b, 20)), want) {
+		t.Errorf("resumed on the same grid, step 20 differs from the run that was not stopped")
+	}
+	// Other grids: within 1e-5.
+	for _, g := range []struct {
+		np   int
+		args []string
+	}{{4, []string{"--pipeline", "4"}}, {1, nil}} {
+		d := filepath.Join(dir, "np"+itoa(g.np))
+		copyStep(a, d, 10)
+		mustTrain(t, g.np, append(append(append([]string{}, gpt...), g.args...), "--max-steps", "20", "--checkpoint-dir", d, "--resume")...)
+		gptSame(t, fmt.Sprintf("resumed at np=%d %v against (1,2,2)", g.np, g.args), tensors(t, want), tensors(t, filepath.Join(d, "step-00000020.safetensors")), 32)
+	}
+	// A writer (rank 1: stage 0, shard 1) killed half way through its
+	// shard at step 20: no index; --resume takes step 10.
+	k := filepath.Join(dir, "killed")
+	r = trainRun(t, 4, time.Minute, []string{"TRAIN_FAULT=1:20:kill-in-checkpoint"},
+		append(append(append([]string{}, gpt...), grid...), append(sharded, "--max-steps", "30", "--checkpoint-dir", k)...)...)
+	if r.code == 0 {
+		t.Fatalf("exit 0 although rank 1 was killed writing its shard")
+	}
+	if _, err := os.Stat(filepath.Join(step(k, 20), "index.json")); err == nil {
+		t.Errorf("step 20 has an index although a shard was not written")
+	}
+	r = mustTrain(t, 4, append(append(append([]string{}, gpt...), grid...), append(sharded, "--max-steps", "20", "--checkpoint-dir", k, "--resume")...)...)
+	if !strings.Contains(r.stdout, "resume: "+step(k, 10)) {
+		t.Errorf("after the torn step 20, --resume did not take step 10:\n%s", r.stdout)
+	}
+	// A shard missing, a shard truncated: one line naming the file.
+	for _, c := range []struct {
+		name  string
+		spoil func(path string) error
+		want  string
+	}{
+		{"missing", os.Remove, "shard-00001-of-00004.safetensors is missing"},
+		{"truncated", func(p string) error { return os.Truncate(p, 1000) }, "shard-00001-of-00004.safetensors is 1000 bytes, the index says"},
+	} {
+		d := filepath.Join(dir, c.name)
+		copyStep(a, d, 20)
+		if err := c.spoil(filepath.Join(step(d, 20), "shard-00001-of-00004.safetensors")); err != nil {
+			t.Fatal(err)
+		}
+		r := trainRun(t, 4, time.Minute, nil, append(append(append([]string{}, gpt...), grid...), "--max-steps", "30", "--checkpoint-dir", d, "--resume")...)
+		lines := trainLines(r.stderr)
+		if r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+			t.Errorf("a %s shard: exit %d, stderr lines %q; want one line with %q", c.name, r.code, lines, c.want)
+		}
+		noTrace(t, r)
 	}
 }

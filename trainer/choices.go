@@ -120,6 +120,25 @@ func (s Schedule) String() string { return nameOf(s) }
 // ParseSchedule reads --schedule.
 func ParseSchedule(s string) (Schedule, error) { return parseChoice[Schedule]("schedule", s) }
 
+// CheckpointFormat is --checkpoint-format: one safetensors file of the
+// whole model written by rank 0 (gathered from the parts on a grid), or a
+// directory in which every part writes its own file and rank 0 an index
+// (checkpoint/sharded.go).
+type CheckpointFormat uint8
+
+const (
+	SingleFile CheckpointFormat = iota
+	Sharded
+)
+
+func (CheckpointFormat) names() []string  { return []string{"single", "sharded"} }
+func (f CheckpointFormat) String() string { return nameOf(f) }
+
+// ParseCheckpointFormat reads --checkpoint-format.
+func ParseCheckpointFormat(s string) (CheckpointFormat, error) {
+	return parseChoice[CheckpointFormat]("checkpoint-format", s)
+}
+
 // Device is --device.
 type Device uint8
 

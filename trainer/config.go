@@ -147,6 +147,7 @@ type CheckpointOptions struct {
 	Every  int // steps; 0: only at the end
 	Keep   int // checkpoints kept; 0: all
 	Resume bool
+	Format CheckpointFormat
 }
 
 // ModelName names the network for logs: the model, with ResNet's depth

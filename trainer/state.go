@@ -69,10 +69,21 @@ func (s *Session) recordStart() {
 // another global batch (other ranks or batch size) continues at the same
 // sample position, in the epoch and on the learning-rate curve.
 func (s *Session) resume(path string) error {
-	st := &s.State
-	if err := checkpoint.Load(path, s.Model.Params, st); err != nil {
+	load := checkpoint.Load
+	if checkpoint.IsSharded(path) {
+		load = checkpoint.LoadShards
+	}
+	if err := load(path, s.Model.Params, &s.State); err != nil {
 		return err
 	}
+	return s.resumed(path)
+}
+
+// resumed checks the checkpoint loaded into s.State (its metadata) was
+// written for this model and places the run: the same sample position
+// whatever the global batch is now, and the learning-rate plan.
+func (s *Session) resumed(path string) error {
+	st := &s.State
 	if got, want := st.Meta["model"], s.Model.Config.String(); got != want {
 		return fmt.Errorf("checkpoint %s was written for model %s, this run builds %s: use the same --model, --hidden and --depth", path, got, want)
 	}
@@ -276,11 +287,15 @@ func (s *Session) averageBuffers() error {
 	return nil
 }
 
-// checkpoint writes the current state on rank 0 and prunes old files.
+// checkpoint writes the current state on rank 0 and prunes old files
+// (sharded: every part writes its own, see saveSharded).
 func (s *Session) checkpoint() error {
 	s.lastSaved = s.State.Step
 	if err := s.syncBuffers(); err != nil {
 		return err
+	}
+	if s.Cfg.Checkpoint.Format == Sharded {
+		return s.saveSharded()
 	}
 	params, state := s.Model.Params, &s.State
 	if s.grid != nil {
@@ -292,6 +307,42 @@ func (s *Session) checkpoint() error {
 	if s.Job.Rank() != 0 || (s.grid == nil && s.W.Rank() != 0) {
 		return nil
 	}
+	meta, err := s.checkpointMeta()
+	if err != nil {
+		return err
+	}
+	state.Meta = meta
+	c := &s.Cfg
+	start := time.Now()
+	if s.fault.is("kill-in-checkpoint", s.Job.Rank(), s.State.Step) {
+		state.WrapFile = killHalfWay
+	}
+	s.prog.enter(opCheckpoint)
+	path, err := checkpoint.Save(c.Checkpoint.Dir, params, state)
+	s.prog.leave()
+	if err != nil {
+		return err
+	}
+	return s.saved(path, start)
+}
+
+// saved prunes the old checkpoints and tells the hooks of the new one
+// (rank 0).
+func (s *Session) saved(path string, start time.Time) error {
+	c := &s.Cfg
+	if err := checkpoint.Prune(c.Checkpoint.Dir, c.Checkpoint.Keep); err != nil {
+		return fmt.Errorf("--keep %d: removing old checkpoints in %s: %v", c.Checkpoint.Keep, c.Checkpoint.Dir, err)
+	}
+	for _, h := range s.hooks {
+		h.Checkpoint(&CheckpointEvent{Step: s.State.Step, Path: path, Start: start, Took: time.Since(start)})
+	}
+	return nil
+}
+
+// checkpointMeta is a checkpoint's metadata: how the run was made and its
+// learning-rate plan, with the strategy's additions (rank 0; the strategy
+// may bring state kept elsewhere into the host buffers first).
+func (s *Session) checkpointMeta() (map[string]string, error) {
 	c := &s.Cfg
 	oc, _ := json.Marshal(c.Optim.optimConfig())
 	sc := &s.Sched
@@ -315,24 +366,8 @@ func (s *Session) checkpoint() error {
 		meta["tokenizer"] = s.tokenizer // train generate decodes with it
 	}
 	if err := s.strategy.BeforeSave(meta); err != nil {
-		return err
+		return nil, err
 	}
-	s.State.Meta, state.Meta = meta, meta
-	start := time.Now()
-	if s.fault.is("kill-in-checkpoint", s.Job.Rank(), s.State.Step) {
-		state.WrapFile = killHalfWay
-	}
-	s.prog.enter(opCheckpoint)
-	path, err := checkpoint.Save(c.Checkpoint.Dir, params, state)
-	s.prog.leave()
-	if err != nil {
-		return err
-	}
-	if err := checkpoint.Prune(c.Checkpoint.Dir, c.Checkpoint.Keep); err != nil {
-		return fmt.Errorf("--keep %d: removing old checkpoints in %s: %v", c.Checkpoint.Keep, c.Checkpoint.Dir, err)
-	}
-	for _, h := range s.hooks {
-		h.Checkpoint(&CheckpointEvent{Step: s.State.Step, Path: path, Start: start, Took: time.Since(start)})
-	}
-	return nil
+	s.State.Meta = meta
+	return meta, nil
 }

@@ -239,11 +239,34 @@ func (s *Session) transfer(w *wholeState, gather bool) error {
 func (s *Session) gridInitialState(bench bool) error {
 	c := &s.Cfg
 	flag := []int64{0}
+	var sharded string
+	var err error
 	if s.Job.Rank() == 0 && (c.Model.InitFrom != "" || (c.Checkpoint.Resume && !bench)) {
 		flag[0] = 1
+		if c.Checkpoint.Resume && !bench {
+			sharded, err = s.newestSharded()
+		}
+		if sharded != "" {
+			flag[0] = 2
+		}
+	}
+	if err := Agree(s.Job, err); err != nil {
+		return err
 	}
 	if err := s.Job.BcastInt64(flag, 0); err != nil {
 		return err
+	}
+	if flag[0] == 2 {
+		n := []int64{int64(len(sharded))}
+		if err := s.Job.BcastInt64(n, 0); err != nil {
+			return err
+		}
+		b := make([]byte, n[0])
+		copy(b, sharded)
+		if err := s.Job.BcastBytes(b, 0); err != nil {
+			return err
+		}
+		return s.resumeShardsOnGrid(string(b))
 	}
 	if flag[0] == 0 {
 		if s.Job.Rank() == 0 {
@@ -259,7 +282,6 @@ func (s *Session) gridInitialState(bench bool) error {
 		return nil
 	}
 	var w *wholeState
-	var err error
 	if s.Job.Rank() == 0 {
 		if w, err = s.newWholeState(true); err == nil {
 			part, state := s.Model, s.State

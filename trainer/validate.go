@@ -196,6 +196,7 @@ var usedBy = []struct {
 		"the strategies that average over the ranks (allreduce, local-sgd); parameter servers take the gradients instead"},
 	{"bucket-mb", func(c *Config) any { return c.Dist.Buckets }, func(c *Config) bool { return c.Dist.Strategy == AllreduceStrategy }, withStrategy, "--strategy allreduce's gradient buckets"},
 	{"overlap", func(c *Config) any { return c.Dist.Overlap }, func(c *Config) bool { return c.Dist.Strategy == AllreduceStrategy }, withStrategy, "--strategy allreduce's gradient buckets"},
+	{"checkpoint-format", func(c *Config) any { return c.Checkpoint.Format }, func(c *Config) bool { return c.Checkpoint.Dir != "" }, withCheckpoints, "--checkpoint-dir"},
 	{"schedule", func(c *Config) any { return c.Dist.Schedule }, func(c *Config) bool { return c.Dist.Pipeline > 1 }, withPipeline, "--pipeline P with P > 1"},
 	{"stages", func(c *Config) any { return c.Dist.Stages }, func(c *Config) bool { return c.Dist.Pipeline > 1 }, withPipeline, "--pipeline P with P > 1"},
 	{"sync-every", func(c *Config) any { return c.Dist.SyncEvery }, func(c *Config) bool { return c.Dist.Strategy == LocalSGD }, withStrategy, "--strategy local-sgd"},
@@ -220,7 +221,8 @@ var usedBy = []struct {
 		"--device cuda --allreduce nccl"},
 }
 
-func withPipeline(c *Config) string { return fmt.Sprintf("--pipeline %d", max(c.Dist.Pipeline, 1)) }
+func withCheckpoints(c *Config) string { return "no --checkpoint-dir" }
+func withPipeline(c *Config) string    { return fmt.Sprintf("--pipeline %d", max(c.Dist.Pipeline, 1)) }
 
 func withModel(c *Config) string     { return "--model " + c.Model.Kind }
 func withData(c *Config) string      { return "--data " + c.Data.Dir }

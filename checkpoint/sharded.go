@@ -1,0 +1,385 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"github.com/nlpodyssey/safetensors"
+
+	"train/model"
+)
+
+// Sharded checkpoints (--checkpoint-format sharded): a directory
+// step-NNNNNNNN/ in which every writer (a part of a model-parallel grid,
+// or one rank) writes its own safetensors file, shard-KKKKK-of-NNNNN, of
+// the tensors it holds, under the whole model's names, and rank 0 writes
+// index.json last, atomically: a directory without an index is an
+// unfinished checkpoint and is never read.
+//
+// The index is Hugging Face's model.safetensors.index.json extended to
+// slices: a file may hold part of a tensor (a tensor-parallel shard's
+// columns, and later a ZeRO shard's range of the flat buffer), so each
+// tensor lists the files holding it and, for each, the runs of the whole
+// tensor's elements (row-major offset and count) that the file's tensor
+// of the same name holds one after another.
+const ShardedFormat = "train.checkpoint.sharded/v1"
+
+// IndexName is the index's file in a sharded checkpoint's directory.
+const IndexName = "index.json"
+
+// shardFormat marks a shard file (its own metadata: the format, the step,
+// its checksum).
+const shardFormat = "train.checkpoint.shard/v1"
+
+// ShardedPath names the sharded checkpoint of a step.
+func ShardedPath(dir string, step int) string {
+	return filepath.Join(dir, fmt.Sprintf("step-%08d", step))
+}
+
+// ShardName is writer k of n's file in the directory.
+func ShardName(k, n int) string { return fmt.Sprintf("shard-%05d-of-%05d.safetensors", k, n) }
+
+// IsSharded reports whether path is a sharded checkpoint (a directory).
+func IsSharded(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
+}
+
+// Index is a sharded checkpoint's index.json.
+type Index struct {
+	Format   string                 `json:"format"`
+	Metadata map[string]string      `json:"metadata"` // as a single file's: the run's position and how it was made
+	Files    map[string]FileInfo    `json:"files"`
+	Tensors  map[string]IndexTensor `json:"tensors"`
+}
+
+// FileInfo is what the index knows of a shard file, to name a missing or
+// truncated one before reading it.
+type FileInfo struct {
+	Bytes int64 `json:"bytes"`
+}
+
+// IndexTensor is one whole tensor: its dtype and shape, and the slices of
+// it the files hold.
+type IndexTensor struct {
+	DType  string  `json:"dtype"`
+	Shape  []int   `json:"shape"`
+	Slices []Slice `json:"slices"`
+}
+
+// Slice is the part of a tensor one file holds: runs of the whole
+// tensor's elements, [offset, count], which the file's tensor of the same
+// name holds in this order.
+type Slice struct {
+	File  string   `json:"file"`
+	Spans [][2]int `json:"spans"`
+}
+
+// shardTensor is a tensor a part writes: every unsplit one only when
+// replicated says this writer is the one that writes them (shard 0 of a
+// tensor-parallel stage: the others hold the same values), a split one
+// always, never the tied copy (its owner's is saved).
+func shardTensor(t model.Tensor, replicated bool) bool {
+	return !t.Copy && !t.Absent() && (t.Full != nil || replicated)
+}
+
+// WriteShard writes the tensors of part's layout that this writer saves
+// (see shardTensor) from s's buffers to path, atomically, and returns the
+// file's size.
+func WriteShard(path string, part *model.Params, s *State, replicated bool) (FileInfo, error) {
+	views := map[string]tensorView{}
+	for _, t := range part.Tensors {
+		if !shardTensor(t, replicated) {
+			continue
+		}
+		views[t.Name] = viewOf(t, s.Params)
+		for buf, v := range s.Optim {
+			views[optimPrefix+buf+"."+t.Name] = viewOf(t, v)
+		}
+	}
+	if replicated {
+		for _, t := range part.BufferTensors {
+			views[t.Name] = viewOf(t, s.Buffers)
+		}
+	}
+	meta := map[string]string{"format": shardFormat, "step": strconv.Itoa(s.Step)}
+	if err := writeViews(path, views, meta, s.WrapFile); err != nil {
+		return FileInfo{}, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("checkpoint %s: %w", path, err)
+	}
+	return FileInfo{Bytes: fi.Size()}, nil
+}
+
+// AddToIndex records in x the slices writer file holds of part's layout
+// (what WriteShard writes), with optim the optimizer's buffer names.
+func (x *Index) AddToIndex(file string, part *model.Params, optim []string, replicated bool) {
+	if x.Tensors == nil {
+		x.Tensors = map[string]IndexTensor{}
+	}
+	add := func(name, dtype string, shape []int, spans [][2]int) {
+		e := x.Tensors[name]
+		e.DType, e.Shape = dtype, shape
+		e.Slices = append(e.Slices, Slice{File: file, Spans: spans})
+		x.Tensors[name] = e
+	}
+	for _, t := range part.Tensors {
+		if !shardTensor(t, replicated) {
+			continue
+		}
+		_, whole, n := t.Spans()
+		spans := make([][2]int, len(whole))
+		for i := range whole {
+			spans[i] = [2]int{whole[i], n[i]}
+		}
+		shape := t.Shape
+		if t.Full != nil {
+			shape = t.Full
+		}
+		add(t.Name, "F32", shape, spans)
+		for _, b := range optim {
+			add(optimPrefix+b+"."+t.Name, "F32", shape, spans)
+		}
+	}
+	if replicated {
+		for _, t := range part.BufferTensors {
+			dtype, numel := "F32", t.Size
+			if t.Int64 {
+				dtype, numel = "I64", t.Size/2
+			}
+			add(t.Name, dtype, t.Shape, [][2]int{{0, numel}})
+		}
+	}
+}
+
+// WriteIndex writes x into the checkpoint directory dir last and
+// atomically: the checkpoint exists from the rename on.
+func WriteIndex(dir string, x *Index) error {
+	x.Format = ShardedFormat
+	b, err := json.Marshal(x)
+	if err != nil {
+		return err
+	}
+	final := filepath.Join(dir, IndexName)
+	tmp, err := os.CreateTemp(dir, "."+IndexName+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), final)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(dir))
+	}
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", final, err)
+	}
+	return nil
+}
+
+// ReadIndex reads a sharded checkpoint's index and checks its format.
+func ReadIndex(dir string) (*Index, error) {
+	b, err := os.ReadFile(filepath.Join(dir, IndexName))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	var x Index
+	if err := json.Unmarshal(b, &x); err != nil {
+		return nil, fmt.Errorf("checkpoint %s: %s is not an index: %v", dir, IndexName, err)
+	}
+	if x.Format != ShardedFormat {
+		return nil, fmt.Errorf("checkpoint %s: format %q, this train reads %q", dir, x.Format, ShardedFormat)
+	}
+	return &x, nil
+}
+
+// Position reads the run's position from the index's metadata into s
+// (its Step, Epoch, StepInEpoch, Samples and Meta).
+func (x *Index) Position(s *State) error {
+	meta := x.Metadata
+	var pos [3]int
+	for i, k := range []string{"step", "epoch", "step_in_epoch"} {
+		v, err := strconv.Atoi(meta[k])
+		if err != nil || v < 0 {
+			return fmt.Errorf("bad %s %q in the index", k, meta[k])
+		}
+		pos[i] = v
+	}
+	n, err := strconv.ParseInt(meta["samples"], 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("bad samples %q in the index", meta["samples"])
+	}
+	s.Step, s.Epoch, s.StepInEpoch, s.Samples, s.Meta = pos[0], pos[1], pos[2], n, meta
+	return nil
+}
+
+// LoadShards fills the tensors part's layout holds (its split slices,
+// its whole tensors, the tied copy, the optimizer's state of s.Optim and
+// the buffers) from the sharded checkpoint dir, reading only the shard
+// files that hold them, each checked against its size in the index and
+// its own checksum. s's position and metadata come from the index. The
+// live buffers are touched only once everything checked out.
+func LoadShards(dir string, part *model.Params, s *State) error {
+	if err := loadShards(dir, part, s); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	return nil
+}
+
+type shardFile struct {
+	st safetensors.SafeTensors
+}
+
+func loadShards(dir string, part *model.Params, s *State) error {
+	x, err := ReadIndex(dir)
+	if err != nil {
+		return err
+	}
+	files := map[string]*shardFile{}
+	open := func(name string) (*shardFile, error) {
+		if f, ok := files[name]; ok {
+			return f, nil
+		}
+		info, ok := x.Files[name]
+		if !ok {
+			return nil, fmt.Errorf("the index names %s but does not list it", name)
+		}
+		path := filepath.Join(dir, name)
+		fi, err := os.Stat(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s is missing", path)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if fi.Size() != info.Bytes {
+			return nil, fmt.Errorf("%s is %d bytes, the index says %d: truncated or replaced", path, fi.Size(), info.Bytes)
+		}
+		buf, st, err := readFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		_, md, _ := safetensors.ReadMetadata(buf)
+		meta := md.Metadata()
+		if meta["format"] != shardFormat {
+			return nil, fmt.Errorf("%s: format %q, want %q", path, meta["format"], shardFormat)
+		}
+		want, err := strconv.ParseUint(meta["crc32c"], 16, 32)
+		got := checksum(st.Names(), func(n string) []byte { v, _ := st.Tensor(n); return v.Data() })
+		if err != nil || uint32(want) != got {
+			return nil, fmt.Errorf("%s: checksum mismatch (file says %s, data gives %08x): the file is corrupt", path, meta["crc32c"], got)
+		}
+		files[name] = &shardFile{st: st}
+		return files[name], nil
+	}
+	// Each destination: the part's bytes of a tensor, and where in the
+	// whole tensor its runs lie.
+	type dest struct {
+		key       string
+		data      []byte
+		off, at   []int // runs: at off in data, at in the whole tensor (elements)
+		n         []int
+		elem      int // bytes per element
+		wholeSize []int
+	}
+	var dests []dest
+	for _, t := range part.Tensors {
+		if t.Absent() {
+			continue
+		}
+		off, at, n := t.Spans()
+		shape := t.Shape
+		if t.Full != nil {
+			shape = t.Full
+		}
+		dests = append(dests, dest{key: t.Name, data: Bytes(t.Of(s.Params)), off: off, at: at, n: n, elem: 4, wholeSize: shape})
+		for _, b := range slices.Sorted(maps.Keys(s.Optim)) {
+			dests = append(dests, dest{key: optimPrefix + b + "." + t.Name, data: Bytes(t.Of(s.Optim[b])), off: off, at: at, n: n, elem: 4, wholeSize: shape})
+		}
+	}
+	for _, t := range part.BufferTensors {
+		elem, numel := 4, t.Size
+		if t.Int64 {
+			elem, numel = 8, t.Size/2
+		}
+		dests = append(dests, dest{key: t.Name, data: Bytes(t.Of(s.Buffers)), off: []int{0}, at: []int{0}, n: []int{numel}, elem: elem, wholeSize: t.Shape})
+	}
+	// Read everything into staging copies first.
+	staged := make([][]byte, len(dests))
+	for i, d := range dests {
+		e, ok := x.Tensors[d.key]
+		if !ok {
+			return fmt.Errorf("tensor %q is not in the checkpoint (written by another --model or optimizer?)", d.key)
+		}
+		if !slices.Equal(e.Shape, d.wholeSize) {
+			return fmt.Errorf("tensor %q is %v in the checkpoint, this model has %v", d.key, e.Shape, d.wholeSize)
+		}
+		out := make([]byte, len(d.data))
+		covered := 0
+		for _, sl := range e.Slices {
+			f, err := open(sl.File)
+			if err != nil {
+				return err
+			}
+			tv, ok := f.st.Tensor(d.key)
+			if !ok {
+				return fmt.Errorf("%s lacks tensor %q, which the index places there", sl.File, d.key)
+			}
+			src := tv.Data()
+			pos := 0 // elements into the file's tensor
+			for _, sp := range sl.Spans {
+				for r := range d.at {
+					lo, hi := max(sp[0], d.at[r]), min(sp[0]+sp[1], d.at[r]+d.n[r])
+					if lo >= hi {
+						continue
+					}
+					from := (pos + lo - sp[0]) * d.elem
+					to := (d.off[r] + lo - d.at[r]) * d.elem
+					if from+(hi-lo)*d.elem > len(src) {
+						return fmt.Errorf("%s: tensor %q is shorter than the index says", sl.File, d.key)
+					}
+					copy(out[to:], src[from:from+(hi-lo)*d.elem])
+					covered += hi - lo
+				}
+				pos += sp[1]
+			}
+		}
+		need := 0
+		for _, k := range d.n {
+			need += k
+		}
+		if covered != need {
+			return fmt.Errorf("tensor %q: the shards hold %d of the %d values this part needs", d.key, covered, need)
+		}
+		staged[i] = out
+	}
+	if err := x.Position(s); err != nil {
+		return err
+	}
+	for i, d := range dests {
+		copy(d.data, staged[i])
+	}
+	return nil
+}
