@@ -1,16 +1,16 @@
 package checkpoint
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-
-	"github.com/nlpodyssey/safetensors"
 
 	"train/model"
 )
@@ -239,8 +239,13 @@ func (x *Index) Position(s *State) error {
 // its whole tensors, the tied copy, the optimizer's state of s.Optim and
 // the buffers) from the sharded checkpoint dir, reading only the shard
 // files that hold them, each checked against its size in the index and
-// its own checksum. s's position and metadata come from the index. The
-// live buffers are touched only once everything checked out.
+// its own checksum, streamed a few MiB at a time (no file is held in
+// memory, so a part that fills its memory can still be loaded). s's
+// position and metadata come from the index. What this part needs is
+// checked against the index before any byte is copied; a file whose
+// checksum fails is found only once its runs are copied, so a failed load
+// leaves the buffers partly overwritten: the caller loads another
+// checkpoint whole or stops.
 func LoadShards(dir string, part *model.Params, s *State) error {
 	if err := loadShards(dir, part, s); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", dir, err)
@@ -248,51 +253,17 @@ func LoadShards(dir string, part *model.Params, s *State) error {
 	return nil
 }
 
-type shardFile struct {
-	st safetensors.SafeTensors
+// A copy is a run of one tensor's bytes in a shard file going into the
+// part's buffers: at from in the file's tensor, into to.
+type copyRun struct {
+	from int
+	to   []byte
 }
 
 func loadShards(dir string, part *model.Params, s *State) error {
 	x, err := ReadIndex(dir)
 	if err != nil {
 		return err
-	}
-	files := map[string]*shardFile{}
-	open := func(name string) (*shardFile, error) {
-		if f, ok := files[name]; ok {
-			return f, nil
-		}
-		info, ok := x.Files[name]
-		if !ok {
-			return nil, fmt.Errorf("the index names %s but does not list it", name)
-		}
-		path := filepath.Join(dir, name)
-		fi, err := os.Stat(path)
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s is missing", path)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if fi.Size() != info.Bytes {
-			return nil, fmt.Errorf("%s is %d bytes, the index says %d: truncated or replaced", path, fi.Size(), info.Bytes)
-		}
-		buf, st, err := readFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %v", path, err)
-		}
-		_, md, _ := safetensors.ReadMetadata(buf)
-		meta := md.Metadata()
-		if meta["format"] != shardFormat {
-			return nil, fmt.Errorf("%s: format %q, want %q", path, meta["format"], shardFormat)
-		}
-		want, err := strconv.ParseUint(meta["crc32c"], 16, 32)
-		got := checksum(st.Names(), func(n string) []byte { v, _ := st.Tensor(n); return v.Data() })
-		if err != nil || uint32(want) != got {
-			return nil, fmt.Errorf("%s: checksum mismatch (file says %s, data gives %08x): the file is corrupt", path, meta["crc32c"], got)
-		}
-		files[name] = &shardFile{st: st}
-		return files[name], nil
 	}
 	// Each destination: the part's bytes of a tensor, and where in the
 	// whole tensor its runs lie.
@@ -326,9 +297,11 @@ func loadShards(dir string, part *model.Params, s *State) error {
 		}
 		dests = append(dests, dest{key: t.Name, data: Bytes(t.Of(s.Buffers)), off: []int{0}, at: []int{0}, n: []int{numel}, elem: elem, wholeSize: t.Shape})
 	}
-	// Read everything into staging copies first.
-	staged := make([][]byte, len(dests))
-	for i, d := range dests {
+	// Plan every copy from the index alone, checking that the shards
+	// cover what this part needs: file -> tensor -> runs.
+	plan := map[string]map[string][]copyRun{}
+	want := map[string]map[string]int{} // file -> tensor -> bytes the index says it holds
+	for _, d := range dests {
 		e, ok := x.Tensors[d.key]
 		if !ok {
 			return fmt.Errorf("tensor %q is not in the checkpoint (written by another --model or optimizer?)", d.key)
@@ -336,18 +309,11 @@ func loadShards(dir string, part *model.Params, s *State) error {
 		if !slices.Equal(e.Shape, d.wholeSize) {
 			return fmt.Errorf("tensor %q is %v in the checkpoint, this model has %v", d.key, e.Shape, d.wholeSize)
 		}
-		out := make([]byte, len(d.data))
 		covered := 0
 		for _, sl := range e.Slices {
-			f, err := open(sl.File)
-			if err != nil {
-				return err
+			if _, ok := x.Files[sl.File]; !ok {
+				return fmt.Errorf("the index places %q in %s but does not list that file", d.key, sl.File)
 			}
-			tv, ok := f.st.Tensor(d.key)
-			if !ok {
-				return fmt.Errorf("%s lacks tensor %q, which the index places there", sl.File, d.key)
-			}
-			src := tv.Data()
 			pos := 0 // elements into the file's tensor
 			for _, sp := range sl.Spans {
 				for r := range d.at {
@@ -355,15 +321,17 @@ func loadShards(dir string, part *model.Params, s *State) error {
 					if lo >= hi {
 						continue
 					}
-					from := (pos + lo - sp[0]) * d.elem
 					to := (d.off[r] + lo - d.at[r]) * d.elem
-					if from+(hi-lo)*d.elem > len(src) {
-						return fmt.Errorf("%s: tensor %q is shorter than the index says", sl.File, d.key)
+					if plan[sl.File] == nil {
+						plan[sl.File], want[sl.File] = map[string][]copyRun{}, map[string]int{}
 					}
-					copy(out[to:], src[from:from+(hi-lo)*d.elem])
+					plan[sl.File][d.key] = append(plan[sl.File][d.key], copyRun{from: (pos + lo - sp[0]) * d.elem, to: d.data[to : to+(hi-lo)*d.elem]})
 					covered += hi - lo
 				}
 				pos += sp[1]
+			}
+			if plan[sl.File] != nil {
+				want[sl.File][d.key] = pos * d.elem
 			}
 		}
 		need := 0
@@ -373,13 +341,131 @@ func loadShards(dir string, part *model.Params, s *State) error {
 		if covered != need {
 			return fmt.Errorf("tensor %q: the shards hold %d of the %d values this part needs", d.key, covered, need)
 		}
-		staged[i] = out
 	}
 	if err := x.Position(s); err != nil {
 		return err
 	}
-	for i, d := range dests {
-		copy(d.data, staged[i])
+	// Read each file once, front to back in the checksum's order, a chunk
+	// at a time: every byte is checked, and only the runs this part needs
+	// are kept.
+	chunk := make([]byte, 4<<20)
+	for _, name := range slices.Sorted(maps.Keys(plan)) {
+		if err := readShard(filepath.Join(dir, name), x.Files[name].Bytes, plan[name], want[name], chunk); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// readShard streams the shard file at path (size bytes, says the index)
+// through its checksum, copying the planned runs out of its tensors as
+// they pass.
+func readShard(path string, size int64, plan map[string][]copyRun, want map[string]int, chunk []byte) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%s is missing", path)
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() != size {
+		return fmt.Errorf("%s is %d bytes, the index says %d: truncated or replaced", path, fi.Size(), size)
+	}
+	h, err := readHeader(f, size)
+	if err != nil {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	if h.meta["format"] != shardFormat {
+		return fmt.Errorf("%s: format %q, want %q", path, h.meta["format"], shardFormat)
+	}
+	for key, n := range want {
+		t, ok := h.tensors[key]
+		if !ok {
+			return fmt.Errorf("%s lacks tensor %q, which the index places there", path, key)
+		}
+		if t.end-t.start != int64(n) {
+			return fmt.Errorf("%s: tensor %q holds %d bytes, the index says %d", path, key, t.end-t.start, n)
+		}
+	}
+	var crc uint32
+	for _, name := range slices.Sorted(maps.Keys(h.tensors)) {
+		t := h.tensors[name]
+		runs := plan[name]
+		for at := t.start; at < t.end; {
+			n := min(int64(len(chunk)), t.end-at)
+			b := chunk[:n]
+			if _, err := f.ReadAt(b, h.data+at); err != nil {
+				return fmt.Errorf("%s: %v", path, err)
+			}
+			crc = crc32.Update(crc, castagnoli, b)
+			c0, c1 := int(at-t.start), int(at-t.start+n)
+			for _, r := range runs {
+				lo, hi := max(r.from, c0), min(r.from+len(r.to), c1)
+				if lo < hi {
+					copy(r.to[lo-r.from:hi-r.from], b[lo-c0:hi-c0])
+				}
+			}
+			at += n
+		}
+	}
+	if w, err := strconv.ParseUint(h.meta["crc32c"], 16, 32); err != nil || uint32(w) != crc {
+		return fmt.Errorf("%s: checksum mismatch (file says %s, data gives %08x): the file is corrupt", path, h.meta["crc32c"], crc)
+	}
+	return nil
+}
+
+// header is a safetensors file's header: its tensors' byte ranges (from
+// the start of the data) and its metadata.
+type header struct {
+	data    int64 // where the data starts in the file
+	tensors map[string]struct{ start, end int64 }
+	meta    map[string]string
+}
+
+// readHeader reads a safetensors header from f (size bytes) without
+// reading the data: 8 bytes of little-endian length, then that much JSON.
+func readHeader(f *os.File, size int64) (*header, error) {
+	var nb [8]byte
+	if _, err := f.ReadAt(nb[:], 0); err != nil {
+		return nil, fmt.Errorf("not a safetensors file: %v", err)
+	}
+	n := int64(binary.LittleEndian.Uint64(nb[:]))
+	if n <= 0 || n > 100<<20 || 8+n > size {
+		return nil, fmt.Errorf("not a safetensors file: header of %d bytes", n)
+	}
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, 8); err != nil {
+		return nil, err
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("not a safetensors header: %v", err)
+	}
+	h := &header{data: 8 + n, tensors: map[string]struct{ start, end int64 }{}}
+	end := int64(0)
+	for name, v := range raw {
+		if name == "__metadata__" {
+			if err := json.Unmarshal(v, &h.meta); err != nil {
+				return nil, fmt.Errorf("bad __metadata__: %v", err)
+			}
+			continue
+		}
+		var t struct {
+			Offsets [2]int64 `json:"data_offsets"`
+		}
+		if err := json.Unmarshal(v, &t); err != nil || t.Offsets[0] < 0 || t.Offsets[1] < t.Offsets[0] {
+			return nil, fmt.Errorf("bad tensor %q in the header", name)
+		}
+		h.tensors[name] = struct{ start, end int64 }{t.Offsets[0], t.Offsets[1]}
+		end = max(end, t.Offsets[1])
+	}
+	if h.data+end != size {
+		return nil, fmt.Errorf("the header describes %d bytes of data, the file has %d", end, size-h.data)
+	}
+	return h, nil
 }

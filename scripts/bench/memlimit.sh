@@ -3,7 +3,9 @@
 # split (issue 16, must-show 3): every rank runs in a memory cgroup of its
 # own with LIMIT bytes (cgroup v2 memory.max, or v1 memory.limit_in_bytes,
 # under this shell's cgroup; needs root), at np=1 and at --pipeline 4 and
-# --tensor-parallel 4.
+# --tensor-parallel 4. The split runs write a sharded checkpoint (each part
+# its own file, no gathering) and resume from it for one more step, under
+# the same limit.
 #   scripts/bench/memlimit.sh DATA [TRAIN] [LIMIT]
 # DATA: token shards (train tokenize); TRAIN: the binary (./train); LIMIT:
 # bytes per rank (default 1 GiB).
@@ -37,12 +39,24 @@ for grid in "" "--pipeline 4" "--tensor-parallel 4"; do
 	np=1
 	[ -n "$grid" ] && np=4
 	echo "### np=$np $grid"
+	ck=""
+	[ -n "$grid" ] && ck="--checkpoint-dir $wrap.ck$np$(echo $grid | tr -dc a-z) --checkpoint-format sharded"
 	set +e
-	$mpi -np $np "$wrap" "$train" $g $grid >"$wrap.out" 2>&1
+	$mpi -np $np "$wrap" "$train" $g $grid $ck >"$wrap.out" 2>&1
 	rc=$?
 	set -e
 	grep -E '^train: gpt|^grid:|^done|killed|Killed|signal' "$wrap.out" | sed 's/; idle.*//' | head -8
 	echo "exit $rc"
+	if [ -n "$grid" ]; then
+		echo "#### resumed from the sharded checkpoint, one more step"
+		set +e
+		$mpi -np $np "$wrap" "$train" $g $grid $ck --resume --max-steps 4 >"$wrap.out" 2>&1
+		rc=$?
+		set -e
+		grep -E '^resume:|^grid:|^done|killed|Killed|signal' "$wrap.out" | sed 's/; idle.*//' | head -8
+		echo "exit $rc"
+		rm -rf "$wrap".ck*
+	fi
 done
 rmdir "$base"/train-memlimit-* 2>/dev/null || true
 rm -f "$wrap" "$wrap.out"
