@@ -164,27 +164,36 @@ func Write(final string, p *model.Params, s *State) error {
 // writeViews writes views and meta (with the views' checksum added) to
 // final atomically, as Write says.
 func writeViews(final string, views map[string]tensorView, meta map[string]string, wrap func(io.Writer) io.Writer) error {
-	dir := filepath.Dir(final)
 	names := make([]string, 0, len(views))
 	for n := range views {
 		names = append(names, n)
 	}
 	meta["crc32c"] = fmt.Sprintf("%08x", checksum(names, func(n string) []byte { return views[n].Data() }))
 
+	return writeAtomic(final, func(out io.Writer) error {
+		if wrap != nil {
+			out = wrap(out)
+		}
+		w := bufio.NewWriterSize(out, 1<<20)
+		if err := safetensors.SerializeToWriter(views, meta, w); err != nil {
+			return err
+		}
+		return w.Flush()
+	})
+}
+
+// writeAtomic writes final through fill atomically: a temporary file in
+// the same directory, fsync, rename to final, fsync of the directory. A
+// crash at any point leaves either the complete new file or none (and a
+// stray temporary that loaders ignore), never a torn one.
+func writeAtomic(final string, fill func(io.Writer) error) error {
+	dir := filepath.Dir(final)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(final)+".tmp-*")
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
-	var out io.Writer = tmp
-	if wrap != nil {
-		out = wrap(tmp)
-	}
-	w := bufio.NewWriterSize(out, 1<<20)
-	err = safetensors.SerializeToWriter(views, meta, w)
-	if err == nil {
-		err = w.Flush()
-	}
+	err = fill(tmp)
 	if err == nil {
 		err = tmp.Chmod(0o644) // CreateTemp made it 0600
 	}

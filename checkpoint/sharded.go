@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -168,33 +169,13 @@ func WriteIndex(dir string, x *Index) error {
 	if err != nil {
 		return err
 	}
-	final := filepath.Join(dir, IndexName)
-	tmp, err := os.CreateTemp(dir, "."+IndexName+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+	if err := writeAtomic(filepath.Join(dir, IndexName), func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+		return err
 	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), final)
-	}
-	if err == nil {
-		err = syncDir(dir)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(dir))
-	}
-	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", final, err)
+	// The checkpoint's directory entry too, so the new step survives a
+	// crash with its index.
+	if err := syncDir(filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package runlog
 import (
 	"fmt"
 	"image/color"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -12,6 +11,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"train/internal/pngfile"
 )
 
 // Run is one run's log, for Compare.
@@ -79,13 +80,5 @@ func Compare(runs []Run, path string, width, height int) error {
 	for i := range plots {
 		plots[i][0].Draw(canvases[i][0])
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return pngfile.Write(path, img)
 }

@@ -3,7 +3,6 @@ package runlog
 import (
 	"fmt"
 	"image/color"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -12,6 +11,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"train/internal/pngfile"
 )
 
 // Plot draws a run's curves into a PNG of width x height pixels (at 96
@@ -100,13 +101,5 @@ func Plot(recs []Record, path string, width, height int) error {
 	if !strings.EqualFold(filepath.Ext(path), ".png") {
 		return fmt.Errorf("%s: only PNG is written", path)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return pngfile.Write(path, img)
 }

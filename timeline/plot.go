@@ -14,6 +14,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"train/internal/pngfile"
 )
 
 // Plot draws one step of a trace (a merged one, or the ranks' files read
@@ -114,15 +116,7 @@ func Plot(evs []Event, path string, step, width, height int) error {
 			return err
 		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return pngfile.Write(path, img)
 }
 
 var (
