@@ -188,24 +188,32 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 			cfg.Set[n] = true
 		}
 	}
-	// A GPT-2 size is gpt with its sizes; options given beside it win.
-	if p, ok := model.GPTPresets[cfg.Model.Kind]; ok {
-		m := &cfg.Model
-		m.Kind = "gpt"
-		for _, s := range []struct {
-			flag string
-			dst  *int
-			v    int
-		}{{"layers", &m.Layers, p.Layers}, {"heads", &m.Heads, p.Heads}, {"dim", &m.Dim, p.Dim}, {"context", &m.Context, p.Context}} {
-			if !cfg.Set[s.flag] {
-				*s.dst = s.v
-			}
-		}
-	}
+	m := &cfg.Model
+	m.Kind = gptPreset(m.Kind, func(f string) bool { return cfg.Set[f] }, &m.Layers, &m.Heads, &m.Dim, &m.Context)
 	if len(errs) > 0 {
 		return cfg, errs[0] // one line: the first bad choice
 	}
 	return cfg, nil
+}
+
+// gptPreset fills a GPT-2 size's layers, heads, dim and context where
+// the command line did not set them (options given beside a preset win)
+// and returns the model kind: gpt for a preset, kind otherwise.
+func gptPreset(kind string, set func(flag string) bool, layers, heads, dim, context *int) string {
+	p, ok := model.GPTPresets[kind]
+	if !ok {
+		return kind
+	}
+	for _, s := range []struct {
+		flag string
+		dst  *int
+		v    int
+	}{{"layers", layers, p.Layers}, {"heads", heads, p.Heads}, {"dim", dim, p.Dim}, {"context", context, p.Context}} {
+		if !set(s.flag) {
+			*s.dst = s.v
+		}
+	}
+	return "gpt"
 }
 
 // parse reads a choice's flag value s into dst, collecting the error.

@@ -127,19 +127,9 @@ func planModel(c *cli.Context) (model.Config, error) {
 			}
 		}
 	}
-	if p, ok := model.GPTPresets[kind]; ok || kind == "gpt" {
+	if preset || kind == "gpt" {
 		g := model.GPTConfig{Layers: c.Int("layers"), Heads: c.Int("heads"), Dim: c.Int("dim"), Context: c.Int("context"), Vocab: c.Int("vocab")}
-		if ok {
-			for _, s := range []struct {
-				flag string
-				dst  *int
-				v    int
-			}{{"layers", &g.Layers, p.Layers}, {"heads", &g.Heads, p.Heads}, {"dim", &g.Dim, p.Dim}, {"context", &g.Context, p.Context}} {
-				if !c.IsSet(s.flag) {
-					*s.dst = s.v
-				}
-			}
-		}
+		gptPreset(kind, c.IsSet, &g.Layers, &g.Heads, &g.Dim, &g.Context)
 		if g.Vocab == 0 {
 			g.Vocab = 50257
 		}

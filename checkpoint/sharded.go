@@ -120,9 +120,9 @@ func WriteShard(path string, part *model.Params, s *State, replicated bool) (Fil
 	return FileInfo{Bytes: fi.Size()}, nil
 }
 
-// AddToIndex records in x the slices writer file holds of part's layout
+// Add records in x the slices the writer of file holds of part's layout
 // (what WriteShard writes), with optim the optimizer's buffer names.
-func (x *Index) AddToIndex(file string, part *model.Params, optim []string, replicated bool) {
+func (x *Index) Add(file string, part *model.Params, optim []string, replicated bool) {
 	if x.Tensors == nil {
 		x.Tensors = map[string]IndexTensor{}
 	}

@@ -48,7 +48,7 @@ func writeSharded(t *testing.T, dir string, parts []*model.Model) string {
 			t.Fatal(err)
 		}
 		x.Files[name] = fi
-		x.AddToIndex(name, p.Params, []string{"m"}, k == 0)
+		x.Add(name, p.Params, []string{"m"}, k == 0)
 	}
 	if err := WriteIndex(d, x); err != nil {
 		t.Fatal(err)

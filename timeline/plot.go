@@ -26,8 +26,7 @@ import (
 // an arrow joins each send to its receive. step < 0 picks the last step
 // but one that every rank finished (the last may be cut short).
 func Plot(evs []Event, path string, step, width, height int) error {
-	byRank := map[int][2]float64{} // the step's span per rank
-	steps := map[int]map[int][2]float64{}
+	steps := map[int]map[int][2]float64{} // step -> rank -> the step's span
 	for _, e := range evs {
 		if e.Ph != "X" || e.Name != "step" || e.Tid != 0 {
 			continue
@@ -60,7 +59,7 @@ func Plot(evs []Event, path string, step, width, height int) error {
 		}
 		step = full[max(len(full)-2, 0)]
 	}
-	byRank = steps[step]
+	byRank := steps[step]
 	if len(byRank) == 0 {
 		return fmt.Errorf("--step %d: not in the trace", step)
 	}

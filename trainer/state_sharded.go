@@ -82,7 +82,7 @@ func (s *Session) saveSharded() error {
 			return fmt.Errorf("checkpoint %s: %v", dir, err)
 		}
 		x.Files[name] = checkpoint.FileInfo{Bytes: fi.Size()}
-		x.AddToIndex(name, lay, optim, s.replicatedPart(parts[k]))
+		x.Add(name, lay, optim, s.replicatedPart(parts[k]))
 	}
 	if err := checkpoint.WriteIndex(dir, x); err != nil {
 		return err
