@@ -88,7 +88,7 @@ func (w *World) ringAllreduce(buf []float32, op Op, comp Compression) error {
 	if op != Sum && op != Mean {
 		panic("mpi: ring allreduce supports Sum and Mean")
 	}
-	n, r := w.size, w.rank
+	n := w.size
 	if n == 1 || len(buf) == 0 {
 		return nil
 	}
@@ -102,8 +102,52 @@ func (w *World) ringAllreduce(buf []float32, op Op, comp Compression) error {
 		return lo, hi
 	}
 	if _, hi := chunk(0); hi > maxCount {
-		return fmt.Errorf("rank %d: ring allreduce of %d floats: a chunk exceeds MPI's count limit %d", r, len(buf), maxCount)
+		return fmt.Errorf("rank %d: ring allreduce of %d floats: a chunk exceeds MPI's count limit %d", w.rank, len(buf), maxCount)
 	}
+	return w.ring2(buf, chunk, op, comp, true, true)
+}
+
+// RingReduceScatterFloat32 is the ring's first half on its own: afterwards
+// rank r's range owned(r) of buf holds the sum (or mean) of every rank's
+// values there; the rest of buf holds partial sums. The ranges must be
+// disjoint and cover buf; any may be empty (ZeRO's shards of a bucket:
+// most ranks own none of a small one). Each rank sends and receives, in
+// N-1 steps, every range but one: (N-1)/N of a buffer cut evenly, half
+// of what RingAllreduceFloat32 moves.
+func (w *World) RingReduceScatterFloat32(buf []float32, owned func(rank int) (lo, hi int), op Op) error {
+	if op != Sum && op != Mean {
+		panic("mpi: ring reduce-scatter supports Sum and Mean")
+	}
+	if w.size == 1 || len(buf) == 0 {
+		return nil
+	}
+	return w.ring2(buf, w.ringChunks(owned), op, None, true, false)
+}
+
+// RingAllgatherFloat32 is the ring's second half on its own: every rank
+// sends its range owned(rank) of buf around the ring, and ends with every
+// rank's range in place (ZeRO's parameters after each rank updated its
+// shard). The ranges are as for RingReduceScatterFloat32.
+func (w *World) RingAllgatherFloat32(buf []float32, owned func(rank int) (lo, hi int)) error {
+	if w.size == 1 || len(buf) == 0 {
+		return nil
+	}
+	return w.ring2(buf, w.ringChunks(owned), Sum, None, false, true)
+}
+
+// ringChunks maps the ring's chunks onto ranks' ranges: the reduce-scatter
+// completes chunk r+1 on rank r, so chunk i is rank i-1's range.
+func (w *World) ringChunks(owned func(rank int) (lo, hi int)) func(int) (int, int) {
+	n := w.size
+	return func(i int) (int, int) { return owned((i - 1 + n) % n) }
+}
+
+// ring2 runs the ring's reduce-scatter and all-gather halves (either or
+// both) over buf cut by chunk: after the first, rank r holds chunk r+1
+// complete (scaled for Mean, rounded for comp); the second sends the
+// complete chunks once around.
+func (w *World) ring2(buf []float32, chunk func(i int) (lo, hi int), op Op, comp Compression, scatter, gather bool) error {
+	n, r := w.size, w.rank
 	if need := RingSegment * RingSlots; len(w.scratch) != need {
 		w.scratch = make([]float32, need)
 	}
@@ -115,6 +159,9 @@ func (w *World) ringAllreduce(buf []float32, op Op, comp Compression) error {
 	step := func(send, recv int, reduce bool, what string) error {
 		slo, shi := chunk(send)
 		rlo, rhi := chunk(recv)
+		if shi-slo > maxCount || rhi-rlo > maxCount {
+			return fmt.Errorf("rank %d: %s of %d floats: a chunk exceeds MPI's count limit %d", r, what, len(buf), maxCount)
+		}
 		red := C.int(0)
 		if reduce {
 			red = 1
@@ -138,22 +185,26 @@ func (w *World) ringAllreduce(buf []float32, op Op, comp Compression) error {
 			(*C.float)(unsafe.Pointer(&w.scratch[0])), C.long(RingSegment), C.int(RingSlots), red)
 		return errorf(rc, r, what)
 	}
-	for s := 0; s < n-1; s++ {
-		if err := step((r-s+n)%n, (r-s-1+2*n)%n, true, "ring reduce-scatter"); err != nil {
-			return err
+	if scatter {
+		for s := 0; s < n-1; s++ {
+			if err := step((r-s+n)%n, (r-s-1+2*n)%n, true, "ring reduce-scatter"); err != nil {
+				return err
+			}
+		}
+		if lo, hi := chunk((r + 1) % n); hi > lo {
+			if op == Mean {
+				C.tr_scale_f32((*C.float)(unsafe.Pointer(&buf[lo])), C.float(1/float32(n)), C.long(hi-lo))
+			}
+			if comp != None {
+				C.tr_quantize16((*C.float)(unsafe.Pointer(&buf[lo])), C.long(hi-lo), kind)
+			}
 		}
 	}
-	if lo, hi := chunk((r + 1) % n); hi > lo {
-		if op == Mean {
-			C.tr_scale_f32((*C.float)(unsafe.Pointer(&buf[lo])), C.float(1/float32(n)), C.long(hi-lo))
-		}
-		if comp != None {
-			C.tr_quantize16((*C.float)(unsafe.Pointer(&buf[lo])), C.long(hi-lo), kind)
-		}
-	}
-	for s := 0; s < n-1; s++ {
-		if err := step((r+1-s+n)%n, (r-s+n)%n, false, "ring all-gather"); err != nil {
-			return err
+	if gather {
+		for s := 0; s < n-1; s++ {
+			if err := step((r+1-s+n)%n, (r-s+n)%n, false, "ring all-gather"); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

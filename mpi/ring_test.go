@@ -274,3 +274,73 @@ func TestRingCompressed(t *testing.T) {
 		})
 	}
 }
+
+// TestRingHalves checks the ring's halves on their own (ZeRO's
+// communication) under real mpirun for np = 1..4, on uneven ranges with
+// empty ones among them: after the reduce-scatter each rank's own range
+// equals MPI_Allreduce's sum (exactly, on small integers) or mean; the
+// all-gather then puts every rank's range on every rank; together they
+// send what one ring allreduce sends.
+func TestRingHalves(t *testing.T) {
+	for np := 1; np <= 4; np++ {
+		t.Run(fmt.Sprintf("np=%d", np), func(t *testing.T) {
+			if !mpitest.Launch(t, np, 2*time.Minute) {
+				return
+			}
+			w := world(t)
+			n, r := w.Size(), w.Rank()
+			defer func(s, k int) { mpi.RingSegment, mpi.RingSlots = s, k }(mpi.RingSegment, mpi.RingSlots)
+			mpi.RingSegment, mpi.RingSlots = 5, 2
+			for _, length := range []int{0, 1, 3, 17, 1000, 65537} {
+				// Rank k owns [cut[k], cut[k+1]): ZeRO's padded shards of a
+				// range that starts inside one of them.
+				s := (length + 2 + n - 1) / n
+				cut := make([]int, n+1)
+				for k := range cut {
+					cut[k] = min(max(k*s-2, 0), length)
+				}
+				cut[n] = length
+				owned := func(k int) (int, int) { return cut[k], cut[k+1] }
+				for _, op := range []mpi.Op{mpi.Sum, mpi.Mean} {
+					name := fmt.Sprintf("len %d op %d", length, op)
+					buf := make([]float32, length)
+					for i := range buf {
+						buf[i] = float32((i%100)*(r+1) - 7)
+					}
+					ref := slices.Clone(buf)
+					before := mpi.Counted()
+					if err := w.RingReduceScatterFloat32(buf, owned, op); err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if err := w.AllreduceFloat32(ref, op); err != nil {
+						t.Fatal(err)
+					}
+					lo, hi := owned(r)
+					for i := lo; i < hi; i++ {
+						if !near.Close(float64(ref[i]), float64(buf[i]), 1e-6, 0) {
+							t.Fatalf("%s: rank %d's own [%d] = %v after the reduce-scatter, MPI_Allreduce %v", name, r, i, buf[i], ref[i])
+						}
+					}
+					if err := w.RingAllgatherFloat32(buf, owned); err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					for i := range buf {
+						if !near.Close(float64(ref[i]), float64(buf[i]), 1e-6, 0) {
+							t.Fatalf("%s: [%d] = %v after the all-gather, MPI_Allreduce %v", name, i, buf[i], ref[i])
+						}
+					}
+					sameOnAllRanks(t, w, buf, name)
+					// Each rank sends every range but its own in the
+					// reduce-scatter and every range but its right
+					// neighbour's in the all-gather.
+					// (MPI_Allreduce counts as a collective, not as sent.)
+					rl, rh := owned((r + 1) % n)
+					want := 4 * (2*int64(length) - int64(hi-lo) - int64(rh-rl))
+					if sent := mpi.Counted().Sub(before).Sent; n > 1 && sent != want {
+						t.Fatalf("%s: sent %d bytes, want %d", name, sent, want)
+					}
+				}
+			}
+		})
+	}
+}
