@@ -43,6 +43,8 @@ var (
 	cropPadFlag = &cli.IntFlag{Name: "crop-pad", Value: 4, Usage: "random crop: pad each side by this many pixels first", EnvVars: env("CROP_PAD"), Category: catModel}
 
 	microFlag  = &cli.IntFlag{Name: "micro-batches", Value: 1, Usage: "split each rank's batch into this many equal micro-batches, run one after another with their gradients summed (GPipe's micro-batches; BatchNorm statistics per micro-batch)", EnvVars: env("MICRO_BATCHES"), Category: catOptim}
+	accumFlag  = &cli.StringFlag{Name: "accum-steps", Value: "1", Usage: "micro-steps per optimizer step, gradients summed with no communication until the last: the result of one step with this many times the batch; auto (with --global-batch): the fewest whose micro-batch fits in --batch-size", EnvVars: env("ACCUM_STEPS"), Category: catOptim}
+	globalFlag = &cli.IntFlag{Name: "global-batch", Value: 0, Usage: "samples per optimizer step over all data-parallel replicas, the same at any number of ranks (per-rank batch and --accum-steps follow; --batch-size is then the largest micro-batch; --lr is this batch's rate)", EnvVars: env("GLOBAL_BATCH"), Category: catOptim}
 	batchFlag  = &cli.IntFlag{Name: "batch-size", Value: 64, Usage: "samples per step per rank; the global batch is this x the number of ranks", EnvVars: env("BATCH_SIZE"), Category: catOptim}
 	evalBatch  = &cli.IntFlag{Name: "eval-batch", Value: 0, Usage: "samples per evaluation pass per rank (0: --batch-size)", EnvVars: env("EVAL_BATCH"), Category: catOptim}
 	epochsFlag = &cli.IntFlag{Name: "epochs", Value: 5, Usage: "passes over the training set; also the length the schedule plans for", EnvVars: env("EPOCHS"), Category: catOptim}
@@ -103,6 +105,7 @@ var (
 	plotFlag     = &cli.StringFlag{Name: "plot", Usage: "write the run's curves to this PNG at the end", EnvVars: env("PLOT"), Category: catCkpt}
 
 	pipeFlag     = &cli.IntFlag{Name: "pipeline", Value: 1, Usage: "cut the model into this many pipeline stages, one per rank; np = data-parallel replicas x pipeline x tensor-parallel", EnvVars: env("PIPELINE"), Category: catDist}
+	zeroFlag     = &cli.IntFlag{Name: "zero", Value: 0, Usage: "ZeRO stage among the data-parallel replicas (--strategy allreduce): 1 shards the optimizer's state, 2 the gradients too, 3 the parameters too (gathered layer by layer, FSDP); 0: full replicas", EnvVars: env("ZERO"), Category: catDist}
 	tpFlag       = &cli.IntFlag{Name: "tensor-parallel", Value: 1, Usage: "gpt: split each transformer block's heads and MLP across this many neighbouring ranks (Megatron-LM)", EnvVars: env("TENSOR_PARALLEL"), Category: catDist}
 	pipeSchedule = &cli.StringFlag{Name: "schedule", Value: "1f1b", Usage: "--pipeline: 1f1b (PipeDream-flush: at most P micro-batches' activations held) or gpipe (all forwards, then all backwards)", EnvVars: env("SCHEDULE"), Category: catDist}
 	stagesFlag   = &cli.IntSliceFlag{Name: "stages", Usage: "--pipeline: layers in each stage, comma-separated (default: balanced by estimated compute; the log lists the layers)", EnvVars: env("STAGES"), Category: catDist}
@@ -119,10 +122,10 @@ var (
 
 var trainFlags = append([]cli.Flag{
 	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag,
-	batchFlag, microFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
+	batchFlag, microFlag, accumFlag, globalFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout,
-	pipeFlag, tpFlag, pipeSchedule, stagesFlag,
+	pipeFlag, tpFlag, pipeSchedule, stagesFlag, zeroFlag,
 	ckDirFlag, ckEvery, ckFormat, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, evalEvery, logFileFlag, plotFlag, progressFlag,
 	gpuDetFlag, gpuProfFlag, gpuRingFlag,
@@ -151,7 +154,8 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 			Layers: c.Int(layersFlag.Name), Heads: c.Int(headsFlag.Name), Dim: c.Int(dimFlag.Name), Context: c.Int(contextFlag.Name), Vocab: c.Int(vocabFlag.Name),
 			InitFrom: c.String(initFrom.Name)},
 		Data: trainer.DataOptions{Dir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
-			CropPad: c.Int(cropPadFlag.Name), BatchSize: c.Int(batchFlag.Name), MicroBatches: c.Int(microFlag.Name), EvalBatch: c.Int(evalBatch.Name)},
+			CropPad: c.Int(cropPadFlag.Name), BatchSize: c.Int(batchFlag.Name), MicroBatches: c.Int(microFlag.Name), EvalBatch: c.Int(evalBatch.Name),
+			GlobalBatch: c.Int(globalFlag.Name)},
 		Optim: trainer.OptimOptions{Optimizer: c.String(optFlag.Name), LR: c.Float64(lrFlag.Name), Schedule: c.String(schedFlag.Name),
 			WarmupSteps: c.Int(warmFlag.Name), DecaySteps: c.Int(decaySteps.Name), DecayAll: c.Bool(decayAll.Name), StepEpochs: c.Int(stepEpochs.Name), Gamma: c.Float64(gammaFlag.Name),
 			Momentum: c.Float64(momFlag.Name), Nesterov: c.Bool(nestFlag.Name), WeightDecay: c.Float64(wdFlag.Name),
@@ -160,7 +164,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 		Dist: trainer.DistOptions{SyncEvery: c.Int(syncEvery.Name), Servers: c.Int(serversFlag.Name), Colocate: c.Bool(colocateFlag.Name),
 			Staleness: c.Int(staleFlag.Name), PushEvery: c.Int(psPushFlag.Name), FetchEvery: c.Int(psFetchFlag.Name), Overlap: c.Bool(overlapFlag.Name),
 			StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name),
-			Pipeline: c.Int(pipeFlag.Name), TensorParallel: c.Int(tpFlag.Name), Stages: c.IntSlice(stagesFlag.Name)},
+			Pipeline: c.Int(pipeFlag.Name), TensorParallel: c.Int(tpFlag.Name), Stages: c.IntSlice(stagesFlag.Name), Zero: c.Int(zeroFlag.Name)},
 		Device: trainer.DeviceOptions{Threads: c.Int(threadsFlag.Name), OpenBLAS: c.String(openblasFlag.Name), GPURing: c.String(gpuRingFlag.Name),
 			GPU: gpu.Options{Deterministic: c.Bool(gpuDetFlag.Name), Profile: c.Bool(gpuProfFlag.Name), Libraries: gpuLibraries(c)}},
 		Observe: trainer.ObserveOptions{MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushgatewayEvery: c.Int(pushEvery.Name),
@@ -172,6 +176,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 	}
 	var errs []error
 	parse(&errs, &cfg.Data.Augment, trainer.ParseAugment, c.String(augFlag.Name))
+	parse(&errs, &cfg.Data.AccumSteps, trainer.ParseAccumSteps, c.String(accumFlag.Name))
 	parse(&errs, &cfg.Optim.LinearScaling, trainer.ParseLRScaling, c.String(scaleFlag.Name))
 	parse(&errs, &cfg.Dist.Strategy, trainer.ParseStrategy, c.String(strategyFlag.Name))
 	parse(&errs, &cfg.Dist.Allreduce, trainer.ParseAlgorithm, c.String(arFlag.Name))

@@ -241,20 +241,21 @@ type copyRun struct {
 	to   []byte
 }
 
+// A dest is where a tensor's runs go: into data at off[i] (elements),
+// from the whole tensor's element at[i], n[i] of them.
+type dest struct {
+	key       string
+	data      []byte
+	off, at   []int
+	n         []int
+	elem      int // bytes per element
+	wholeSize []int
+}
+
 func loadShards(dir string, part *model.Params, s *State) error {
 	x, err := ReadIndex(dir)
 	if err != nil {
 		return err
-	}
-	// Each destination: the part's bytes of a tensor, and where in the
-	// whole tensor its runs lie.
-	type dest struct {
-		key       string
-		data      []byte
-		off, at   []int // runs: at off in data, at in the whole tensor (elements)
-		n         []int
-		elem      int // bytes per element
-		wholeSize []int
 	}
 	var dests []dest
 	for _, t := range part.Tensors {
@@ -271,6 +272,12 @@ func loadShards(dir string, part *model.Params, s *State) error {
 			dests = append(dests, dest{key: optimPrefix + b + "." + t.Name, data: Bytes(t.Of(s.Optim[b])), off: off, at: at, n: n, elem: 4, wholeSize: shape})
 		}
 	}
+	return loadDests(dir, x, append(dests, bufferDests(part, s)...), s)
+}
+
+// bufferDests are the whole buffers of part (BatchNorm's statistics).
+func bufferDests(part *model.Params, s *State) []dest {
+	var dests []dest
 	for _, t := range part.BufferTensors {
 		elem, numel := 4, t.Size
 		if t.Int64 {
@@ -278,6 +285,12 @@ func loadShards(dir string, part *model.Params, s *State) error {
 		}
 		dests = append(dests, dest{key: t.Name, data: Bytes(t.Of(s.Buffers)), off: []int{0}, at: []int{0}, n: []int{numel}, elem: elem, wholeSize: t.Shape})
 	}
+	return dests
+}
+
+// loadDests copies into dests what the index x of dir places in its
+// shards, and s's position from the index.
+func loadDests(dir string, x *Index, dests []dest, s *State) error {
 	// Plan every copy from the index alone, checking that the shards
 	// cover what this part needs: file -> tensor -> runs.
 	plan := map[string]map[string][]copyRun{}

@@ -39,6 +39,11 @@ type Model struct {
 	// forward order, so lo only decreases during one Backward. The trainer
 	// starts the allreduce of finished gradient buckets from it.
 	OnGradReady func(lo int)
+	// Gather and Release, when set, bracket every layer's Forward and
+	// Backward with the layer's index (backward says which): ZeRO stage 3
+	// gathers the layer's parameters (LayerRanges) from their shards just
+	// before and frees them just after.
+	Gather, Release func(layer int, backward bool)
 	// Mode is shared with the layers: training or evaluation, and the
 	// cross-replica reduction of synchronised BatchNorm.
 	Mode      *Mode
@@ -264,7 +269,13 @@ func (m *Model) Forward(x []float32, n int) []float32 {
 	m.ensure(n)
 	m.acts[0] = x[:n*m.Layers[0].InSize()]
 	for i, l := range m.Layers {
+		if m.Gather != nil {
+			m.Gather(i, false)
+		}
 		l.Forward(m.acts[i+1], m.acts[i], n)
+		if m.Release != nil {
+			m.Release(i, false)
+		}
 	}
 	return m.acts[len(m.Layers)][:n*m.OutSize()]
 }
@@ -312,9 +323,43 @@ func (m *Model) Backward(n int) {
 		if i > 0 || !m.part.first() {
 			dx = m.grads[i]
 		}
+		if m.Gather != nil {
+			m.Gather(i, true)
+		}
 		m.Layers[i].Backward(dx, m.grads[i+1], m.acts[i], m.acts[i+1], n)
+		if m.Release != nil {
+			m.Release(i, true)
+		}
 		if m.OnGradReady != nil && m.paramLo[i] >= 0 {
 			m.OnGradReady(m.paramLo[i])
 		}
 	}
+}
+
+// LayerRanges is, per layer, the ranges [lo, hi) of the parameter buffer
+// its Forward reads (its own tensors, and a tied head the embedding's
+// table) and whether its Backward reads them too (an embedding's does
+// not: it only scatters gradients): what ZeRO stage 3 gathers around it.
+func (m *Model) LayerRanges() (ranges [][][2]int, backward []bool) {
+	ranges = make([][][2]int, len(m.Layers))
+	backward = make([]bool, len(m.Layers))
+	for i, l := range m.Layers {
+		if lo := m.paramLo[i]; lo >= 0 {
+			hi := m.Params.Len()
+			for j := i + 1; j < len(m.Layers); j++ {
+				if m.paramLo[j] >= 0 {
+					hi = m.paramLo[j]
+					break
+				}
+			}
+			ranges[i] = append(ranges[i], [2]int{lo, hi})
+		}
+		if t, ok := l.(interface{ tied() Tensor }); ok {
+			w := t.tied()
+			ranges[i] = append(ranges[i], [2]int{w.Offset, w.Offset + w.Size})
+		}
+		_, scatters := l.(*Embedding)
+		backward[i] = len(ranges[i]) > 0 && !scatters
+	}
+	return ranges, backward
 }

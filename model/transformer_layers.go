@@ -242,6 +242,9 @@ func NewTiedHead(e *Embedding, c, vocab, per int) *TiedHead {
 	return &TiedHead{e: e, c: c, vocab: vocab, per: per}
 }
 
+// tied is the table the head reads (Model.LayerRanges).
+func (h *TiedHead) tied() Tensor { return h.e.WTE }
+
 func (h *TiedHead) InSize() int  { return h.c * h.per }
 func (h *TiedHead) OutSize() int { return h.vocab * h.per }
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"train/checkpoint"
 	"train/mpi"
 )
 
@@ -47,14 +46,14 @@ func Agree(w *mpi.World, err error) error {
 	}
 }
 
-// verifyReplicas checks that every rank holds bit-identical parameters
+// verifyReplicas checks that every rank holds bit-identical parameters,
+// given each rank's checksum of them (checkpoint.Checksum)
 // (and model buffers, such as BatchNorm's running statistics):
 // each rank's checksum goes into its slot of a vector summed across ranks,
 // and every rank compares the slots with rank 0's. It returns rank 0's
 // checksum, or a JobError (owned by rank 0) listing the ranks that differ.
-func verifyReplicas(w *mpi.World, params, buffers []float32) (uint32, error) {
+func verifyReplicas(w *mpi.World, sum uint32) (uint32, error) {
 	slots := make([]int64, w.Size())
-	sum := checkpoint.Checksum(params, buffers)
 	slots[w.Rank()] = int64(sum)
 	if err := w.AllreduceInt64(slots, mpi.Sum); err != nil {
 		return 0, err

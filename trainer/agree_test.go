@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"train/checkpoint"
 	"train/mpi"
 	"train/mpi/mpitest"
 )
@@ -40,13 +41,13 @@ func TestAgreeAndVerify(t *testing.T) {
 	}
 
 	params := []float32{1, 2, 3, 4}
-	if _, err := verifyReplicas(w, params, nil); err != nil {
+	if _, err := verifyReplicas(w, checkpoint.Checksum(params)); err != nil {
 		t.Fatalf("identical replicas reported: %v", err)
 	}
 	if r == 2 {
 		params[3] = 4.0000005 // one ulp or so
 	}
-	_, err = verifyReplicas(w, params, nil)
+	_, err = verifyReplicas(w, checkpoint.Checksum(params))
 	if !errors.As(err, &je) || je.Own != (r == 0) || err.Error()[:len("replicas diverged: parameters of ranks [2]")] != "replicas diverged: parameters of ranks [2]" {
 		t.Fatalf("rank %d: diverged replica gave %v", r, err)
 	}

@@ -3,6 +3,7 @@ package trainer
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"train/gpu"
@@ -263,3 +264,16 @@ func parseFloat(s string) (float64, error) {
 
 // Bytes is the cap in bytes.
 func (b Buckets) Bytes() int { return int(b.MiB * (1 << 20)) }
+
+// ParseAccumSteps reads --accum-steps: a positive count, or auto
+// (AccumAuto).
+func ParseAccumSteps(s string) (int, error) {
+	if s == "auto" {
+		return AccumAuto, nil
+	}
+	k, err := strconv.Atoi(s)
+	if err != nil || k < 1 {
+		return 0, fmt.Errorf("--accum-steps %q: a positive number of micro-steps, or auto", s)
+	}
+	return k, nil
+}

@@ -59,7 +59,19 @@ type DataOptions struct {
 	// pipeline's micro-batches on one stage, and its reference.
 	MicroBatches int // 0 or 1: whole batches
 	EvalBatch    int // 0: BatchSize (Defaults)
+	// AccumSteps is --accum-steps: micro-steps per optimizer step, their
+	// gradients summed with no communication until the last (0 or 1: none;
+	// AccumAuto: the fewest whose micro-batch fits in BatchSize). With
+	// GlobalBatch > 0 (--global-batch) the samples of one optimizer step
+	// over all data-parallel replicas are fixed, and BatchSize is the
+	// largest micro-batch a rank runs. batchPlan turns them into the
+	// per-rank step batch once the replicas are known.
+	AccumSteps  int
+	GlobalBatch int
 }
+
+// AccumAuto is --accum-steps auto.
+const AccumAuto = -1
 
 // OptimOptions are the optimizer, its learning-rate schedule, and how long
 // training runs (the schedule plans for Epochs).
@@ -105,6 +117,10 @@ type DistOptions struct {
 	TensorParallel int      // shards of each transformer block; 0 or 1: none
 	Schedule       Schedule // the pipeline's
 	Stages         []int    // layers per stage; nil: balanced by estimated cost
+	// Zero is --zero: the ZeRO stage among the data-parallel replicas
+	// (exec_zero.go): 1 shards the optimizer's state, 2 the gradients as
+	// well, 3 the parameters as well; 0 keeps full replicas.
+	Zero int
 }
 
 // gridded reports whether the model is split across ranks.

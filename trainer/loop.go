@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+	"train/checkpoint"
 
 	"train/data"
 	"train/mpi"
@@ -382,10 +383,22 @@ func (s *Session) finish(win *window, global int) error {
 	}
 	p := s.Model.Params
 	s.prog.enter(opReplicaCheck)
-	sum, err := verifyReplicas(s.W, p.Data, p.Buffers)
+	sum := checkpoint.Checksum(p.Data, p.Buffers)
+	var err error
+	if s.zero != nil && s.zero.stage == 3 {
+		sum, err = s.zeroChecksum()
+	}
+	if err == nil {
+		sum, err = verifyReplicas(s.W, sum)
+	}
 	s.prog.leave()
 	if err != nil {
 		return err
+	}
+	if s.zero != nil {
+		if err := s.zeroReport(); err != nil {
+			return err
+		}
 	}
 	if s.grid != nil {
 		if err := s.gridReport(); err != nil {

@@ -48,6 +48,7 @@ type Session struct {
 	tokenizer         string // the token data's (gpt2, bytes), saved in checkpoints
 
 	exec     Executor
+	zero     *zeroExecutor // --zero: the executor, for the state it shards (state_zero.go); nil without
 	strategy Strategy
 	hooks    []Hook
 
@@ -189,6 +190,8 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 	}
 	if s.grid != nil {
 		err = s.gridInitialState(opt.Bench)
+	} else if s.zero != nil {
+		err = s.zeroInitialState(opt.Bench)
 	} else if w.Rank() == 0 {
 		err = s.initialState(opt.Bench)
 	}
@@ -228,6 +231,9 @@ func (s *Session) build(r, d int) error {
 	if err := s.load(); err != nil {
 		return err
 	}
+	if err := c.Data.planBatch(d); err != nil {
+		return err
+	}
 	n := s.trainSet.Len()
 	s.Sampler = data.Sampler{N: n, Batch: c.Data.BatchSize, Rank: min(r, d-1), Size: d, Seed: c.Optim.Seed}
 	spe := s.Sampler.StepsPerEpoch()
@@ -251,7 +257,12 @@ func (s *Session) build(r, d int) error {
 	if c.Model.Kind == "gpt" && !o.DecayAll {
 		s.optCfg.NoDecay = vectors(s.Model.Params)
 	}
-	if s.Opt, err = optim.New(s.optCfg, s.Model.Params.Len()); err != nil {
+	optCfg, optLen := s.optCfg, s.Model.Params.Len()
+	if c.Dist.Zero > 0 { // ZeRO: the state of this rank's shard only
+		lo, hi := shardOf(optLen, d, r)
+		optCfg, optLen = optCfg.Shard(lo, hi), hi-lo
+	}
+	if s.Opt, err = optim.New(optCfg, optLen); err != nil {
 		return err
 	}
 	p := s.Model.Params
@@ -271,6 +282,11 @@ func (s *Session) build(r, d int) error {
 		if s.exec, err = newMicroExecutor(s.exec, m, s.Model.Positions()); err != nil {
 			return err
 		}
+	}
+	if c.Dist.Zero > 0 {
+		s.zero = newZeroExecutor(s, s.exec, r, d)
+		s.exec = s.zero
+		s.undo = append(s.undo, s.zero.close)
 	}
 	if dir := c.Checkpoint.Dir; dir != "" && r == 0 {
 		if err := checkWritable(dir); err != nil {

@@ -138,8 +138,30 @@ func (s *Session) resumeSchedule(meta map[string]string, oldSize, oldBatch int) 
 }
 
 // broadcastState gives every rank rank 0's parameters, buffers, optimizer
-// state, position and learning-rate plan.
+// state, position and learning-rate plan (a ZeRO run did its own in
+// zeroInitialState: each rank holds another part of the state).
 func (s *Session) broadcastState() error {
+	if s.zero != nil {
+		return nil
+	}
+	if err := s.broadcastModel(); err != nil {
+		return err
+	}
+	s.prog.enter(opBroadcast)
+	defer s.prog.leave()
+	st := &s.State
+	// In name order: map order differs between ranks, collectives may not.
+	for _, name := range slices.Sorted(maps.Keys(st.Optim)) {
+		if err := s.W.BcastFloat32(st.Optim[name], 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// broadcastModel gives every rank rank 0's parameters, buffers, position
+// and learning-rate plan.
+func (s *Session) broadcastModel() error {
 	s.prog.enter(opBroadcast)
 	defer s.prog.leave()
 	st := &s.State
@@ -149,12 +171,6 @@ func (s *Session) broadcastState() error {
 	}
 	if err := w.BcastFloat32(st.Buffers, 0); err != nil {
 		return err
-	}
-	// In name order: map order differs between ranks, collectives may not.
-	for _, name := range slices.Sorted(maps.Keys(st.Optim)) {
-		if err := w.BcastFloat32(st.Optim[name], 0); err != nil {
-			return err
-		}
 	}
 	return s.bcastPosition(w)
 }
@@ -194,8 +210,12 @@ func (s *Session) describe() {
 	if len(s.Model.Params.BufferTensors) > 0 {
 		bn = ", batchnorm " + c.Dist.BN.String()
 	}
-	s.rep.say("train: %d rank(s) x batch %d = global batch %d, %d steps per epoch, %s%s; %s\n",
-		n, c.Data.BatchSize, n*c.Data.BatchSize, s.Sampler.StepsPerEpoch(), s.strategy.Describe(), bn, s.exec.Describe())
+	accum := ""
+	if k := c.Data.MicroBatches; k > 1 && s.grid == nil && (c.Data.AccumSteps > 1 || c.Data.AccumSteps == AccumAuto || c.Data.GlobalBatch > 0) {
+		accum = fmt.Sprintf(" (%d accumulated micro-steps of %d)", k, c.Data.BatchSize/k)
+	}
+	s.rep.say("train: %d rank(s) x batch %d%s = global batch %d, %d steps per epoch, %s%s; %s\n",
+		n, c.Data.BatchSize, accum, n*c.Data.BatchSize, s.Sampler.StepsPerEpoch(), s.strategy.Describe(), bn, s.exec.Describe())
 	if len(s.cuts) > 1 {
 		var st []string
 		for i, lo := range s.cuts {
@@ -295,9 +315,21 @@ func (s *Session) checkpoint() error {
 		return err
 	}
 	if s.Cfg.Checkpoint.Format == Sharded {
+		if s.zero != nil {
+			return s.saveZeroSharded()
+		}
 		return s.saveSharded()
 	}
 	params, state := s.Model.Params, &s.State
+	if s.zero != nil {
+		var err error
+		if state, err = s.gatherZero(); err != nil {
+			return err
+		}
+		if s.zero.stage == 3 {
+			defer s.zero.releaseParams()
+		}
+	}
 	if s.grid != nil {
 		var err error
 		if params, state, err = s.gatherCheckpoint(); err != nil {

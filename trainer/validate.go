@@ -60,6 +60,12 @@ func (d *DataOptions) Validate() error {
 		return fmt.Errorf("--micro-batches %d: must not be negative (0 and 1 both run whole batches)", d.MicroBatches)
 	case d.MicroBatches > 1 && d.BatchSize%d.MicroBatches != 0:
 		return fmt.Errorf("--micro-batches %d does not divide --batch-size %d: each micro-batch must have the same number of samples", d.MicroBatches, d.BatchSize)
+	case d.GlobalBatch < 0:
+		return fmt.Errorf("--global-batch %d: must be positive (0: --batch-size per rank)", d.GlobalBatch)
+	case d.AccumSteps == AccumAuto && d.GlobalBatch == 0:
+		return fmt.Errorf("--accum-steps auto needs --global-batch: it picks the micro-steps that reach that batch; give a number, or --global-batch")
+	case d.MicroBatches > 1 && (d.AccumSteps > 1 || d.AccumSteps == AccumAuto || d.GlobalBatch > 0):
+		return fmt.Errorf("--micro-batches %d with --accum-steps or --global-batch: both run a step in micro-batches; use --accum-steps (or --micro-batches alone)", d.MicroBatches)
 	case d.CropPad < 0:
 		return fmt.Errorf("--crop-pad %d: must not be negative", d.CropPad)
 	case d.Dir == "synthetic" && d.SyntheticSamples <= 0:
@@ -256,6 +262,20 @@ func (c *Config) validateCombinations() error {
 		return fmt.Errorf("--allreduce nccl needs --device cuda (NCCL reduces GPU buffers); use ring or mpi")
 	case c.Device.Device == CUDA && c.Data.MicroBatches > 1:
 		return fmt.Errorf("--micro-batches %d with --device cuda: the GPU path runs whole batches so far; drop it or train on the CPU", c.Data.MicroBatches)
+	case c.Data.GlobalBatch > 0 && c.Optim.LinearScaling:
+		return fmt.Errorf("--lr-scaling linear with --global-batch %d: --lr is the rate for the global batch, which stays the same at any number of ranks; drop --lr-scaling", c.Data.GlobalBatch)
+	case d.gridded() && (c.Data.GlobalBatch > 0 || c.Data.AccumSteps > 1 || c.Data.AccumSteps == AccumAuto):
+		return fmt.Errorf("--global-batch and --accum-steps with --pipeline or --tensor-parallel: a pipeline's step is already its --micro-batches; set --batch-size and --micro-batches instead")
+	case d.Zero < 0 || d.Zero > 3:
+		return fmt.Errorf("--zero %d: choose 0 (full replicas), 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters)", d.Zero)
+	case d.Zero > 0 && d.Strategy != AllreduceStrategy:
+		return fmt.Errorf("--zero %d with --strategy %s: ZeRO shards the state of --strategy allreduce's replicas; drop --zero or use --strategy allreduce", d.Zero, d.Strategy)
+	case d.Zero > 0 && d.gridded():
+		return fmt.Errorf("--zero %d with --pipeline or --tensor-parallel: ZeRO across a grid's replicas is not built yet; drop one of them", d.Zero)
+	case d.Zero > 0 && c.Device.Device == CUDA:
+		return fmt.Errorf("--zero %d with --device cuda: the GPU path has no ZeRO yet (issue 21); train on the CPU", d.Zero)
+	case d.Zero > 0 && (d.Allreduce != Ring || d.Compress != mpi.None):
+		return fmt.Errorf("--zero %d with --allreduce %s --compress %s: ZeRO's reduce-scatter and all-gather are the ring's halves in float32; use --allreduce ring and no --compress", d.Zero, d.Allreduce, d.Compress)
 	case d.Pipeline < 0 || (c.Set["pipeline"] && d.Pipeline < 1):
 		return fmt.Errorf("--pipeline %d: must be at least 1 (1: no pipeline)", d.Pipeline)
 	case d.TensorParallel < 0 || (c.Set["tensor-parallel"] && d.TensorParallel < 1):

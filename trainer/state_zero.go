@@ -1,0 +1,291 @@
+package trainer
+
+import (
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"time"
+
+	"train/checkpoint"
+	"train/mpi"
+)
+
+// The state of a ZeRO run (exec_zero.go) where it meets checkpoints,
+// broadcasts and the replica check: each rank holds the optimizer's state
+// of its own shard only (and at stage 3 only its shard of the
+// parameters), so what the other runs do with rank 0's whole copy is done
+// here shard by shard.
+
+// tagZero marks the point-to-point messages that bring shards to rank 0.
+const tagZero = 0x2e0
+
+// zeroInitialState starts a ZeRO run on every rank: from the newest
+// checkpoint when it is sharded, each rank reading its own range from
+// whichever files hold it (any np, any stage wrote them); otherwise rank 0
+// draws the parameters or reads a single file (into whole optimizer
+// buffers for the while) and hands every rank its part.
+func (s *Session) zeroInitialState(bench bool) error {
+	c := &s.Cfg
+	var path string
+	var err error
+	if s.W.Rank() == 0 && c.Checkpoint.Resume && !bench {
+		path, err = s.newestSharded()
+	}
+	if err := Agree(s.W, err); err != nil {
+		return err
+	}
+	if path, err = s.bcastString(path); err != nil {
+		return err
+	}
+	if path != "" {
+		return s.resumeZeroShards(path)
+	}
+	shard := s.State.Optim
+	var whole map[string][]float32
+	if s.W.Rank() == 0 {
+		if c.Checkpoint.Resume && !bench {
+			whole = map[string][]float32{}
+			for name := range shard {
+				whole[name] = make([]float32, s.Model.Params.Len())
+			}
+			s.State.Optim = whole
+		}
+		err = s.initialState(bench)
+		s.State.Optim = shard
+	}
+	if err := Agree(s.W, err); err != nil {
+		return err
+	}
+	if err := s.broadcastModel(); err != nil {
+		return err
+	}
+	flag := []int64{0}
+	if s.W.Rank() == 0 && s.State.Step > 0 {
+		flag[0] = 1
+	}
+	if err := s.W.BcastInt64(flag, 0); err != nil {
+		return err
+	}
+	if flag[0] == 1 {
+		return s.scatterOptim(whole)
+	}
+	return nil
+}
+
+// bcastString gives every rank rank 0's s.
+func (s *Session) bcastString(v string) (string, error) {
+	n := []int64{int64(len(v))}
+	if err := s.W.BcastInt64(n, 0); err != nil {
+		return "", err
+	}
+	b := make([]byte, n[0])
+	copy(b, v)
+	if err := s.W.BcastBytes(b, 0); err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// scatterOptim sends each rank its shard of rank 0's whole optimizer
+// state, buffer by buffer in name order.
+func (s *Session) scatterOptim(whole map[string][]float32) error {
+	z, w := s.zero, s.W
+	s.prog.enter(opBroadcast)
+	defer s.prog.leave()
+	for _, name := range slices.Sorted(maps.Keys(s.State.Optim)) {
+		own := s.State.Optim[name]
+		if w.Rank() != 0 {
+			if err := w.RecvFloat32(own, 0, tagZero); err != nil {
+				return err
+			}
+			continue
+		}
+		for r := range w.Size() {
+			lo, hi := shardOf(z.n, z.size, r)
+			if r == 0 {
+				copy(own, whole[name][lo:hi])
+			} else if err := w.SendFloat32(whole[name][lo:hi], r, tagZero); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// resumeZeroShards resumes from the sharded checkpoint at path: every
+// rank reads its own range of the parameters and optimizer state and the
+// buffers; rank 0 places the run; below stage 3 the ring then all-gathers
+// the parameters.
+func (s *Session) resumeZeroShards(path string) error {
+	z := s.zero
+	err := checkpoint.LoadRange(path, s.Model.Params, &s.State, z.lo, z.hi)
+	if s.W.Rank() == 0 {
+		s.describeModel()
+		if err == nil {
+			err = s.resumed(path)
+		}
+	}
+	if err := Agree(s.W, err); err != nil {
+		return err
+	}
+	if s.W.Rank() == 0 {
+		s.recordStart()
+	}
+	if err := s.bcastPosition(s.W); err != nil {
+		return err
+	}
+	if z.stage == 3 {
+		return nil
+	}
+	return s.W.RingAllgatherFloat32(s.Model.Params.Data, z.owned(0, z.n))
+}
+
+// gatherZero brings the optimizer's shards (and at stage 3 the
+// parameters') to rank 0 for a single-file checkpoint, which returns the
+// whole state (the others nil). Rank 0 holds the whole model for the
+// while: a model too big for that saves --checkpoint-format sharded.
+func (s *Session) gatherZero() (*checkpoint.State, error) {
+	z, w := s.zero, s.W
+	st := s.State
+	if w.Rank() == 0 {
+		st.Optim = map[string][]float32{}
+	}
+	s.prog.enter(opCheckpoint)
+	defer s.prog.leave()
+	bufs := []string{}
+	if z.stage == 3 {
+		bufs = append(bufs, "") // the parameters
+	}
+	bufs = append(bufs, slices.Sorted(maps.Keys(s.State.Optim))...)
+	for _, name := range bufs {
+		own, whole := s.Model.Params.Data[z.lo:z.hi], s.Model.Params.Data
+		if name != "" {
+			own = s.State.Optim[name]
+			if w.Rank() == 0 {
+				whole = make([]float32, z.n)
+				st.Optim[name] = whole
+			}
+		}
+		if w.Rank() != 0 {
+			if err := w.SendFloat32(own, 0, tagZero); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		for r := range w.Size() {
+			lo, hi := shardOf(z.n, z.size, r)
+			if r == 0 {
+				copy(whole[lo:hi], own)
+			} else if err := w.RecvFloat32(whole[lo:hi], r, tagZero); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if w.Rank() != 0 {
+		return nil, nil
+	}
+	return &st, nil
+}
+
+// saveZeroSharded writes --checkpoint-format sharded from a ZeRO run:
+// every rank its own range, in parallel, rank 0 the buffers too and, once
+// all have written, the index.
+func (s *Session) saveZeroSharded() error {
+	z, w := s.zero, s.W
+	dir := checkpoint.ShardedPath(s.Cfg.Checkpoint.Dir, s.State.Step)
+	var meta map[string]string
+	var err error
+	if w.Rank() == 0 {
+		if meta, err = s.checkpointMeta(); err == nil {
+			err = os.MkdirAll(dir, 0o755)
+		}
+	}
+	if err := Agree(w, err); err != nil {
+		return err
+	}
+	start := time.Now()
+	st := s.State
+	if s.fault.is("kill-in-checkpoint", s.Job.Rank(), s.State.Step) {
+		st.WrapFile = killHalfWay
+	}
+	s.prog.enter(opCheckpoint)
+	_, err = checkpoint.WriteRange(filepath.Join(dir, checkpoint.ShardName(w.Rank(), w.Size())), s.Model.Params, &st, z.lo, z.hi, w.Rank() == 0)
+	s.prog.leave()
+	if err := Agree(w, err); err != nil {
+		return err
+	}
+	if w.Rank() != 0 {
+		return nil
+	}
+	x := &checkpoint.Index{Metadata: maps.Clone(meta), Files: map[string]checkpoint.FileInfo{}}
+	x.Metadata["step"] = strconv.Itoa(st.Step)
+	x.Metadata["epoch"] = strconv.Itoa(st.Epoch)
+	x.Metadata["step_in_epoch"] = strconv.Itoa(st.StepInEpoch)
+	x.Metadata["samples"] = strconv.FormatInt(st.Samples, 10)
+	optim := slices.Sorted(maps.Keys(st.Optim))
+	for r := range w.Size() {
+		name := checkpoint.ShardName(r, w.Size())
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %v", dir, err)
+		}
+		x.Files[name] = checkpoint.FileInfo{Bytes: fi.Size()}
+		lo, hi := shardOf(z.n, z.size, r)
+		x.AddRange(name, s.Model.Params, optim, lo, hi, r == 0)
+	}
+	if err := checkpoint.WriteIndex(dir, x); err != nil {
+		return err
+	}
+	return s.saved(dir, start)
+}
+
+// zeroChecksum is, at stage 3, the checksum of the whole parameters and
+// the buffers, as every other run computes it on its full copy: the
+// parameters gathered a few MiB at a time and freed again.
+func (s *Session) zeroChecksum() (uint32, error) {
+	z := s.zero
+	data := s.Model.Params.Data
+	var c uint32
+	const chunk = 1 << 20
+	for a := 0; a < z.n; a += chunk {
+		b := min(a+chunk, z.n)
+		if err := z.tw.RingAllgatherFloat32(data[a:b], z.owned(a, b)); err != nil {
+			return 0, err
+		}
+		c = crc32.Update(c, crc32.MakeTable(crc32.Castagnoli), checkpoint.Bytes(data[a:b]))
+		freeExcept(data, a, b, z.lo, z.hi)
+	}
+	return crc32.Update(c, crc32.MakeTable(crc32.Castagnoli), checkpoint.Bytes(s.Model.Params.Buffers)), nil
+}
+
+// zeroReport ends a ZeRO run with a line per rank on rank 0: the bytes it
+// holds for parameters, gradients and optimizer state, counted from its
+// buffers, beside ZeRO's formulas for fp32 training with Adam, and its
+// peak resident memory.
+func (s *Session) zeroReport() error {
+	z := s.zero
+	n := s.W.Size()
+	const k = 4
+	v := make([]float64, k*n)
+	p, g, o := z.Held()
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // Maxrss: the peak, in KiB on Linux
+	copy(v[k*s.W.Rank():], []float64{float64(p), float64(g), float64(o), float64(ru.Maxrss * 1024)})
+	s.prog.enter(opLog)
+	err := s.W.AllreduceFloat64(v, mpi.Sum)
+	s.prog.leave()
+	if err != nil {
+		return err
+	}
+	for r := range n {
+		x := v[k*r:]
+		s.rep.say("zero: rank %d (stage %d of %d ranks): parameters %s, gradients %s, optimizer %s, %s in all; peak RSS %s\n",
+			r, z.stage, n, mib1(x[0]), mib1(x[1]), mib1(x[2]), mib1(x[0]+x[1]+x[2]), mib1(x[3]))
+	}
+	return nil
+}
