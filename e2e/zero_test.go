@@ -22,7 +22,12 @@ import (
 // is why the GPT runs at lr 5e-4: at 1e-3, after 50 steps at np=4 its
 // moments differ by 3.6e-5 between --zero 2 and --zero 0, and by 1.3e-5
 // between two --zero 0 runs with --allreduce ring and mpi (measured when
-// this test was written).
+// this test was written). The ResNet on random labels is chaotic sooner
+// (TestResNetEquivalence's ReLU crossings): at np=3 after 50 steps
+// --zero 0 with the ring and with MPI_Allreduce differ by 17%, and
+// --zero 3 from --zero 0 by as much, while all of --zero 1, 2 and 3 agree
+// bit for bit with one another; so at 3 and 4 ranks it is compared after
+// 8 steps (1.6e-6 measured), and at np=2, bit for bit, after 50.
 func TestZeroEquivalence(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
@@ -40,10 +45,14 @@ func TestZeroEquivalence(t *testing.T) {
 	for _, m := range models {
 		for _, np := range []int{2, 3, 4} {
 			t.Run(fmt.Sprintf("%s/np=%d", m.name, np), func(t *testing.T) {
-				base, want := trainAt(t, np, np, dir, fmt.Sprintf("%s-%d-z0", m.name, np), 50, m.args...)
+				args, steps := m.args, 50
+				if m.name == "resnet" && np > 2 {
+					args, steps = append(append([]string{}, args...), "--max-steps", "8"), 8
+				}
+				base, want := trainAt(t, np, np, dir, fmt.Sprintf("%s-%d-z0", m.name, np), steps, args...)
 				_, _, crc0 := finalCRC(t, base)
 				for _, z := range []string{"1", "2", "3"} {
-					r, got := trainAt(t, np, np, dir, fmt.Sprintf("%s-%d-z%s", m.name, np, z), 50, append(append([]string{}, m.args...), "--zero", z)...)
+					r, got := trainAt(t, np, np, dir, fmt.Sprintf("%s-%d-z%s", m.name, np, z), steps, append(append([]string{}, args...), "--zero", z)...)
 					m.same(t, fmt.Sprintf("%s np=%d --zero %s against --zero 0", m.name, np, z), want, got)
 					if _, _, crc := finalCRC(t, r); np == 2 && crc != crc0 {
 						t.Errorf("%s np=2 --zero %s: parameters crc32c %s, --zero 0 %s: not bit for bit", m.name, z, crc, crc0)
