@@ -79,10 +79,12 @@ func (s *Session) train() error {
 			// 2, 3. Forward, backward and update, with the strategy's
 			// communication around them.
 			lr := s.Sched.At(st.Samples, int64(global))
+			sent := mpi.Counted().Sent
 			loss, correct, err := s.step(x, y, lr, &t)
 			if err != nil {
 				return err
 			}
+			s.stepSent += mpi.Counted().Sent - sent
 			took := time.Since(t.start)
 			st.Step, st.StepInEpoch, st.Samples = st.Step+1, st.StepInEpoch+1, st.Samples+int64(global)
 			s.stale = true
@@ -395,8 +397,8 @@ func (s *Session) finish(win *window, global int) error {
 	if err != nil {
 		return err
 	}
-	if s.zero != nil {
-		if err := s.zeroReport(); err != nil {
+	if s.zero != nil || c.Set["zero"] {
+		if err := s.zeroReport(win); err != nil {
 			return err
 		}
 	}

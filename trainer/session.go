@@ -48,6 +48,7 @@ type Session struct {
 	tokenizer         string // the token data's (gpt2, bytes), saved in checkpoints
 
 	exec     Executor
+	stepSent int64         // bytes this rank sent point to point inside steps (the ring's), for zeroReport
 	zero     *zeroExecutor // --zero: the executor, for the state it shards (state_zero.go); nil without
 	strategy Strategy
 	hooks    []Hook

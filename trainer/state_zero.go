@@ -263,19 +263,30 @@ func (s *Session) zeroChecksum() (uint32, error) {
 	return crc32.Update(c, crc32.MakeTable(crc32.Castagnoli), checkpoint.Bytes(s.Model.Params.Buffers)), nil
 }
 
-// zeroReport ends a ZeRO run with a line per rank on rank 0: the bytes it
-// holds for parameters, gradients and optimizer state, counted from its
-// buffers, beside ZeRO's formulas for fp32 training with Adam, and its
-// peak resident memory.
-func (s *Session) zeroReport() error {
-	z := s.zero
+// zeroReport ends a run given --zero (0 included) with a line per rank
+// on rank 0: the bytes it holds for parameters, gradients and optimizer
+// state, counted from its buffers, its peak resident memory, and the
+// bytes it sent per step and the mean step time (the tables of
+// scripts/bench/zero.sh).
+func (s *Session) zeroReport(win *window) error {
 	n := s.W.Size()
-	const k = 4
+	const k = 6
 	v := make([]float64, k*n)
-	p, g, o := z.Held()
+	stage, params := 0, int64(4*s.Model.Params.Len())
+	p, g, o := params, params, int64(0)
+	if z := s.zero; z != nil {
+		stage = z.stage
+		p, g, o = z.Held()
+	} else {
+		for _, b := range s.Opt.State() {
+			o += int64(4 * len(b))
+		}
+	}
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // Maxrss: the peak, in KiB on Linux
-	copy(v[k*s.W.Rank():], []float64{float64(p), float64(g), float64(o), float64(ru.Maxrss * 1024)})
+	steps := float64(max(win.ran, 1))
+	copy(v[k*s.W.Rank():], []float64{float64(p), float64(g), float64(o), float64(ru.Maxrss * 1024),
+		float64(s.stepSent) / steps, win.stepTime.Seconds() / steps})
 	s.prog.enter(opLog)
 	err := s.W.AllreduceFloat64(v, mpi.Sum)
 	s.prog.leave()
@@ -284,8 +295,8 @@ func (s *Session) zeroReport() error {
 	}
 	for r := range n {
 		x := v[k*r:]
-		s.rep.say("zero: rank %d (stage %d of %d ranks): parameters %s, gradients %s, optimizer %s, %s in all; peak RSS %s\n",
-			r, z.stage, n, mib1(x[0]), mib1(x[1]), mib1(x[2]), mib1(x[0]+x[1]+x[2]), mib1(x[3]))
+		s.rep.say("zero: rank %d (stage %d of %d ranks): parameters %s, gradients %s, optimizer %s, %s in all; peak RSS %s; sent %s per step; %.1f ms per step\n",
+			r, stage, n, mib1(x[0]), mib1(x[1]), mib1(x[2]), mib1(x[0]+x[1]+x[2]), mib1(x[3]), mib1(x[4]), 1000*x[5])
 	}
 	return nil
 }
