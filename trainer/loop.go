@@ -349,6 +349,21 @@ func (s *Session) evaluateTest() (stats, error) {
 		}
 		st.add(loss, correct, s.scored(n))
 	}
+	// ZeRO stage 3 gathers every layer around each forward, a collective:
+	// a rank with fewer batches than another runs as many more passes
+	// (on one sample, its result unused) as keep it in step.
+	if z := s.zero; z != nil && z.stage == 3 {
+		most := 0
+		for r := range s.W.Size() {
+			most = max(most, len(data.Shard(s.testSet.Len(), r, s.W.Size())))
+		}
+		for extra := (most+eb-1)/eb - (len(idx)+eb-1)/eb; extra > 0; extra-- {
+			s.testSet.Batch(x, y, []int{0}, 0)
+			if _, _, err := s.exec.Evaluate(x, y, 1); err != nil {
+				return st, err
+			}
+		}
+	}
 	return st, nil
 }
 

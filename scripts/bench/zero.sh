@@ -20,7 +20,7 @@ mpi="mpirun --oversubscribe"
 [ "$(id -u)" = 0 ] && mpi="$mpi --allow-run-as-root"
 out=$(mktemp)
 g="--model gpt --data $data --layers 8 --heads 8 --dim 768 --context 32 --optimizer adamw --lr 1e-4 --batch-size 1 --eval-batch 1 --max-steps 6 --log-every 100 --progress never"
-echo "## commit $(git rev-parse --short HEAD 2>/dev/null || echo ?), $(nproc) cores; $g"
+echo "## commit $(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo ?), $(nproc) cores; $g"
 $train $g --zero 0 --optimizer sgd --momentum 0 >"$out" 2>&1
 psi=$(sed -n 's/^train: gpt .* model, \([0-9]*\) parameters.*/\1/p' "$out")
 rss=$(sed -n 's/^zero: rank 0 .*peak RSS \([0-9.]*\) MiB.*/\1/p' "$out")
