@@ -3,9 +3,9 @@ package checkpoint
 import (
 	"fmt"
 	"maps"
-	"os"
 	"slices"
-	"strconv"
+
+	"github.com/nlpodyssey/safetensors"
 
 	"train/model"
 )
@@ -40,57 +40,29 @@ func WriteRange(path string, p *model.Params, s *State, lo, hi int, buffers bool
 		if a == b {
 			continue
 		}
-		views[t.Name] = tensorView{dtype: viewOf(t, s.Params).dtype, data: s.Params[a:b], shape: []int{b - a}}
+		views[t.Name] = tensorView{dtype: safetensors.F32, data: s.Params[a:b], shape: []int{b - a}}
 		for buf, v := range s.Optim {
-			views[optimPrefix+buf+"."+t.Name] = tensorView{dtype: viewOf(t, s.Params).dtype, data: v[a-lo : b-lo], shape: []int{b - a}}
+			views[optimPrefix+buf+"."+t.Name] = tensorView{dtype: safetensors.F32, data: v[a-lo : b-lo], shape: []int{b - a}}
 		}
 	}
-	if buffers {
-		for _, t := range p.BufferTensors {
-			views[t.Name] = viewOf(t, s.Buffers)
-		}
-	}
-	meta := map[string]string{"format": shardFormat, "step": strconv.Itoa(s.Step)}
-	if err := writeViews(path, views, meta, s.WrapFile); err != nil {
-		return FileInfo{}, err
-	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return FileInfo{}, fmt.Errorf("checkpoint %s: %w", path, err)
-	}
-	return FileInfo{Bytes: fi.Size()}, nil
+	return writeShardViews(path, views, p, s, buffers)
 }
 
 // AddRange records in x what WriteRange wrote to file.
 func (x *Index) AddRange(file string, p *model.Params, optim []string, lo, hi int, buffers bool) {
-	if x.Tensors == nil {
-		x.Tensors = map[string]IndexTensor{}
-	}
-	add := func(name, dtype string, shape []int, spans [][2]int) {
-		e := x.Tensors[name]
-		e.DType, e.Shape = dtype, shape
-		e.Slices = append(e.Slices, Slice{File: file, Spans: spans})
-		x.Tensors[name] = e
-	}
 	for _, t := range p.Tensors {
 		a, b := cut(t, lo, hi)
 		if a == b {
 			continue
 		}
 		spans := [][2]int{{a - t.Offset, b - a}}
-		add(t.Name, "F32", t.Shape, spans)
+		x.addSlice(file, t.Name, "F32", t.Shape, spans)
 		for _, buf := range optim {
-			add(optimPrefix+buf+"."+t.Name, "F32", t.Shape, spans)
+			x.addSlice(file, optimPrefix+buf+"."+t.Name, "F32", t.Shape, spans)
 		}
 	}
 	if buffers {
-		for _, t := range p.BufferTensors {
-			dtype, numel := "F32", t.Size
-			if t.Int64 {
-				dtype, numel = "I64", t.Size/2
-			}
-			add(t.Name, dtype, t.Shape, [][2]int{{0, numel}})
-		}
+		x.addBuffers(file, p)
 	}
 }
 

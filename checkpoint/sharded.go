@@ -104,7 +104,14 @@ func WriteShard(path string, part *model.Params, s *State, replicated bool) (Fil
 			views[optimPrefix+buf+"."+t.Name] = viewOf(t, v)
 		}
 	}
-	if replicated {
+	return writeShardViews(path, views, part, s, replicated)
+}
+
+// writeShardViews writes views, with part's buffers when buffers says
+// this writer holds them, as a shard file at path, atomically, and
+// returns its size.
+func writeShardViews(path string, views map[string]tensorView, part *model.Params, s *State, buffers bool) (FileInfo, error) {
+	if buffers {
 		for _, t := range part.BufferTensors {
 			views[t.Name] = viewOf(t, s.Buffers)
 		}
@@ -123,15 +130,7 @@ func WriteShard(path string, part *model.Params, s *State, replicated bool) (Fil
 // Add records in x the slices the writer of file holds of part's layout
 // (what WriteShard writes), with optim the optimizer's buffer names.
 func (x *Index) Add(file string, part *model.Params, optim []string, replicated bool) {
-	if x.Tensors == nil {
-		x.Tensors = map[string]IndexTensor{}
-	}
-	add := func(name, dtype string, shape []int, spans [][2]int) {
-		e := x.Tensors[name]
-		e.DType, e.Shape = dtype, shape
-		e.Slices = append(e.Slices, Slice{File: file, Spans: spans})
-		x.Tensors[name] = e
-	}
+	add := func(name, dtype string, shape []int, spans [][2]int) { x.addSlice(file, name, dtype, shape, spans) }
 	for _, t := range part.Tensors {
 		if !shardTensor(t, replicated) {
 			continue
@@ -151,13 +150,29 @@ func (x *Index) Add(file string, part *model.Params, optim []string, replicated 
 		}
 	}
 	if replicated {
-		for _, t := range part.BufferTensors {
-			dtype, numel := "F32", t.Size
-			if t.Int64 {
-				dtype, numel = "I64", t.Size/2
-			}
-			add(t.Name, dtype, t.Shape, [][2]int{{0, numel}})
+		x.addBuffers(file, part)
+	}
+}
+
+// addSlice records that file holds spans of the tensor name.
+func (x *Index) addSlice(file, name, dtype string, shape []int, spans [][2]int) {
+	if x.Tensors == nil {
+		x.Tensors = map[string]IndexTensor{}
+	}
+	e := x.Tensors[name]
+	e.DType, e.Shape = dtype, shape
+	e.Slices = append(e.Slices, Slice{File: file, Spans: spans})
+	x.Tensors[name] = e
+}
+
+// addBuffers records that file holds part's buffers whole.
+func (x *Index) addBuffers(file string, part *model.Params) {
+	for _, t := range part.BufferTensors {
+		dtype, numel := "F32", t.Size
+		if t.Int64 {
+			dtype, numel = "I64", t.Size/2
 		}
+		x.addSlice(file, t.Name, dtype, t.Shape, [][2]int{{0, numel}})
 	}
 }
 

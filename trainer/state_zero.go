@@ -21,6 +21,9 @@ import (
 // parameters), so what the other runs do with rank 0's whole copy is done
 // here shard by shard.
 
+// castagnoli is checkpoint.Checksum's CRC-32C table.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // tagZero marks the point-to-point messages that bring shards to rank 0.
 const tagZero = 0x2e0
 
@@ -257,10 +260,10 @@ func (s *Session) zeroChecksum() (uint32, error) {
 		if err := z.tw.RingAllgatherFloat32(data[a:b], z.owned(a, b)); err != nil {
 			return 0, err
 		}
-		c = crc32.Update(c, crc32.MakeTable(crc32.Castagnoli), checkpoint.Bytes(data[a:b]))
+		c = crc32.Update(c, castagnoli, checkpoint.Bytes(data[a:b]))
 		freeExcept(data, a, b, z.lo, z.hi)
 	}
-	return crc32.Update(c, crc32.MakeTable(crc32.Castagnoli), checkpoint.Bytes(s.Model.Params.Buffers)), nil
+	return crc32.Update(c, castagnoli, checkpoint.Bytes(s.Model.Params.Buffers)), nil
 }
 
 // zeroReport ends a run given --zero (0 included) with a line per rank

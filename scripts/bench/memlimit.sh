@@ -15,24 +15,10 @@ train=$(realpath "${2:-./train}")
 limit=${3:-1073741824}
 mpi="mpirun --oversubscribe"
 [ "$(id -u)" = 0 ] && mpi="$mpi --allow-run-as-root"
-if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-	base=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
-	file=memory.max
-else
-	base=/sys/fs/cgroup/memory$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
-	file=memory.limit_in_bytes
-fi
-[ -w "$base" ] || { echo "memlimit.sh: cannot create cgroups under $base (run as root on a machine whose cgroups are writable)"; exit 1; }
-# Each rank: a cgroup of its own, the limit, then train in its place.
-wrap=$(mktemp)
-cat > "$wrap" <<EOT
-#!/bin/sh
-cg=$base/train-memlimit-\$\$
-mkdir "\$cg" && echo $limit > "\$cg/$file" && echo 0 > "\$cg/memory.swappiness" 2>/dev/null || true
-echo \$\$ > "\$cg/cgroup.procs"
-exec "\$@"
-EOT
-chmod +x "$wrap"
+memcg=$(dirname "$(realpath "$0")")/memcg.sh
+"$memcg" --check || { echo "memlimit.sh: $("$memcg" --check)"; exit 1; }
+wrap="$memcg $limit"
+tmp=$(mktemp)
 g="--model gpt --data $data --layers 8 --heads 8 --dim 1024 --context 32 --optimizer adamw --lr 1e-3 --batch-size 4 --micro-batches 4 --eval-batch 4 --max-steps 3 --log-every 1"
 echo "## gpt 8 layers, dim 1024, context 32, AdamW: $(($limit / 1048576)) MiB per rank"
 for grid in "" "--pipeline 4" "--tensor-parallel 4"; do
@@ -40,23 +26,23 @@ for grid in "" "--pipeline 4" "--tensor-parallel 4"; do
 	[ -n "$grid" ] && np=4
 	echo "### np=$np $grid"
 	ck=""
-	[ -n "$grid" ] && ck="--checkpoint-dir $wrap.ck$np$(echo $grid | tr -dc a-z) --checkpoint-format sharded"
+	[ -n "$grid" ] && ck="--checkpoint-dir $tmp.ck$np$(echo $grid | tr -dc a-z) --checkpoint-format sharded"
 	set +e
-	$mpi -np $np "$wrap" "$train" $g $grid $ck >"$wrap.out" 2>&1
+	$mpi -np $np $wrap "$train" $g $grid $ck >"$tmp.out" 2>&1
 	rc=$?
 	set -e
-	grep -E '^train: gpt|^grid:|^done|killed|Killed|signal' "$wrap.out" | sed 's/; idle.*//' | head -8
+	grep -E '^train: gpt|^grid:|^done|killed|Killed|signal' "$tmp.out" | sed 's/; idle.*//' | head -8
 	echo "exit $rc"
 	if [ -n "$grid" ]; then
 		echo "#### resumed from the sharded checkpoint, one more step"
 		set +e
-		$mpi -np $np "$wrap" "$train" $g $grid $ck --resume --max-steps 4 >"$wrap.out" 2>&1
+		$mpi -np $np $wrap "$train" $g $grid $ck --resume --max-steps 4 >"$tmp.out" 2>&1
 		rc=$?
 		set -e
-		grep -E '^resume:|^grid:|^done|killed|Killed|signal' "$wrap.out" | sed 's/; idle.*//' | head -8
+		grep -E '^resume:|^grid:|^done|killed|Killed|signal' "$tmp.out" | sed 's/; idle.*//' | head -8
 		echo "exit $rc"
-		rm -rf "$wrap".ck*
+		rm -rf "$tmp".ck*
 	fi
 done
-rmdir "$base"/train-memlimit-* 2>/dev/null || true
-rm -f "$wrap" "$wrap.out"
+"$memcg" --clean
+rm -f "$tmp" "$tmp.out"

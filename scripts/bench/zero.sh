@@ -48,35 +48,21 @@ for np in 1 2 4; do
 		done
 	done
 done
-if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
-	base=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
-	file=memory.max
-else
-	base=/sys/fs/cgroup/memory$(sed -n 's/^[0-9]*:memory://p' /proc/self/cgroup)
-	file=memory.limit_in_bytes
-fi
-if [ ! -w "$base" ]; then
-	echo "memory limit: cannot create cgroups under $base (run as root on a machine whose cgroups are writable)"
+memcg=$(dirname "$(realpath "$0")")/memcg.sh
+if ! "$memcg" --check >/dev/null; then
+	echo "memory limit: $("$memcg" --check)"
 	exit 0
 fi
-wrap=$(mktemp)
-cat > "$wrap" <<EOT
-#!/bin/sh
-cg=$base/train-zero-\$\$
-mkdir "\$cg" && echo $limit > "\$cg/$file" && echo 0 > "\$cg/memory.swappiness" 2>/dev/null || true
-echo \$\$ > "\$cg/cgroup.procs"
-exec "\$@"
-EOT
-chmod +x "$wrap"
+wrap="$memcg $limit"
 echo
 echo "## np=4 under $(($limit / 1048576)) MiB per rank (a memory cgroup each)"
 for z in 0 3; do
 	set +e
-	$mpi -np 4 "$wrap" "$train" $g --zero $z >"$out" 2>&1
+	$mpi -np 4 $wrap "$train" $g --zero $z >"$out" 2>&1
 	rc=$?
 	set -e
 	echo "### --zero $z: exit $rc"
 	grep -E '^zero: rank|^done|killed|Killed|signal' "$out" | head -6
 done
-rmdir "$base"/train-zero-* 2>/dev/null || true
-rm -f "$wrap" "$out"
+"$memcg" --clean
+rm -f "$out"
