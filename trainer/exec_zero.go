@@ -54,6 +54,9 @@ type zeroExecutor struct {
 	resident []bool     // per layer: gathered since the last release or update
 	pf       *prefetcher
 	err      error // the first failed gather
+	// Working's sizes, in values: the largest gradient bucket, the
+	// largest layer's parameters.
+	maxBucket, maxLayer int
 }
 
 // shardOf is rank r's shard of n values over size ranks.
@@ -87,6 +90,14 @@ func (z *zeroExecutor) Reducer(w *mpi.World, _ Algorithm, _ mpi.Compression) (bu
 	}
 	z.tw = tw
 	z.worlds = append(z.worlds, tw)
+	ranges, _ := z.m.LayerRanges()
+	for _, rs := range ranges {
+		n := 0
+		for _, r := range rs {
+			n += r[1] - r[0]
+		}
+		z.maxLayer = max(z.maxLayer, n)
+	}
 	if z.stage == 3 {
 		gw, err := w.Dup()
 		if err != nil {
@@ -203,6 +214,23 @@ func (z *zeroExecutor) Held() (params, grads, optState int64) {
 	return params, grads, optState
 }
 
+// Working bounds, in bytes, what this rank holds beyond Held for a
+// while: from stage 2 on, the gradient of the bucket being reduced and of
+// what backward writes meanwhile (a bucket, or a layer larger than one:
+// gradSync lets one bucket be in flight); at stage 3 also two layers'
+// parameters, the one computing and the one prefetched. It is ZeRO's
+// buffers, the fixed overhead its formulas leave out.
+func (z *zeroExecutor) Working() int64 {
+	if z.stage < 2 {
+		return 0
+	}
+	w := z.maxBucket + max(z.maxBucket, z.maxLayer)
+	if z.stage == 3 {
+		w += 2 * z.maxLayer
+	}
+	return 4 * int64(w)
+}
+
 // gather all-gathers layer i's parameters on w.
 func (z *zeroExecutor) gather(w *mpi.World, i int) error {
 	data := z.m.Params.Data
@@ -284,10 +312,27 @@ type zeroBuckets struct {
 	w *mpi.World
 }
 
-func (b *zeroBuckets) use([]bucket) error { return nil }
-func (b *zeroBuckets) mark(bucket)        {}
-func (b *zeroBuckets) whole() bool        { return false }
-func (b *zeroBuckets) close()             {}
+func (b *zeroBuckets) use(bs []bucket) error {
+	b.z.maxBucket = 0
+	for _, k := range bs {
+		b.z.maxBucket = max(b.z.maxBucket, k.hi-k.lo)
+	}
+	return nil
+}
+func (b *zeroBuckets) mark(bucket) {}
+func (b *zeroBuckets) whole() bool { return false }
+func (b *zeroBuckets) close()      {}
+
+// inflight: from stage 2 on, one bucket reduced while backward fills the
+// next, so the unreduced gradient held is about two buckets, not the
+// whole gradient that a backward running ahead of a slower ring would
+// leave behind.
+func (b *zeroBuckets) inflight() int {
+	if b.z.stage >= 2 {
+		return 1
+	}
+	return 0
+}
 func (b *zeroBuckets) describe() string {
 	return fmt.Sprintf("ring reduce-scatter (ZeRO-%d)", b.z.stage)
 }

@@ -54,6 +54,20 @@ type gradSync struct {
 	work    chan bucket
 	done    chan error
 	waiting time.Duration // time finish spent blocked, since the last take
+
+	// limit bounds the buckets handed over and not yet reduced (0: no
+	// bound), for reducers that free a bucket's memory once it is reduced
+	// (boundedReducer): backward then waits rather than running ahead and
+	// holding every unreduced gradient at once.
+	limit   int
+	pending int   // buckets handed over whose result is not yet collected
+	err     error // the first failure collected
+}
+
+// boundedReducer is a bucketReducer that frees what it has reduced, so
+// backward should not run more than inflight buckets ahead of it.
+type boundedReducer interface {
+	inflight() int
 }
 
 // newGradSync reduces buckets with red, during backward with overlap.
@@ -62,6 +76,9 @@ func newGradSync(red bucketReducer, buckets []bucket, overlap bool) (*gradSync, 
 		return nil, err
 	}
 	g := &gradSync{red: red, buckets: buckets, overlap: overlap}
+	if b, ok := red.(boundedReducer); ok {
+		g.limit = b.inflight()
+	}
 	if overlap {
 		g.work = make(chan bucket, len(buckets))
 		g.done = make(chan error, len(buckets))
@@ -95,18 +112,32 @@ func (g *gradSync) reduceBucket(b bucket) (err error) {
 }
 
 // begin starts a step's synchronisation, before backward.
-func (g *gradSync) begin() { g.next = 0 }
+func (g *gradSync) begin() { g.next, g.pending, g.err = 0, 0, nil }
 
 // ready is the backward hook: gradients from lo on are final, so every
-// bucket lying there can go.
+// bucket lying there can go (once fewer than limit are in flight).
 func (g *gradSync) ready(lo int) {
 	if !g.overlap {
 		return
 	}
-	for g.next < len(g.buckets) && g.buckets[g.next].lo >= lo {
+	for g.err == nil && g.next < len(g.buckets) && g.buckets[g.next].lo >= lo {
+		if g.limit > 0 && g.pending >= g.limit {
+			g.collect()
+			continue
+		}
 		g.red.mark(g.buckets[g.next])
 		g.work <- g.buckets[g.next]
 		g.next++
+		g.pending++
+	}
+}
+
+// collect waits for the oldest bucket in flight, keeping the first error.
+func (g *gradSync) collect() {
+	err := <-g.done
+	g.pending--
+	if g.err == nil {
+		g.err = err
 	}
 }
 
@@ -123,14 +154,12 @@ func (g *gradSync) finish() error {
 		return nil
 	}
 	g.ready(0)
-	for range g.buckets {
-		// On a failure return at once: later buckets may never complete,
-		// and the caller aborts the job.
-		if err := <-g.done; err != nil {
-			return err
-		}
+	// On a failure return at once: later buckets may never complete, and
+	// the caller aborts the job.
+	for g.err == nil && g.pending > 0 {
+		g.collect()
 	}
-	return nil
+	return g.err
 }
 
 // takeWaiting returns the time finish spent blocked since the last call.

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"train/model"
 )
@@ -104,3 +106,79 @@ func TestGradSyncOverlap(t *testing.T) {
 		g.close()
 	}
 }
+
+// boundedFake holds each bucket until the test releases it, and counts
+// the buckets handed over and not yet released.
+type boundedFake struct {
+	fakeReducer
+	release  chan struct{}
+	inFlight atomic.Int32
+	most     atomic.Int32
+}
+
+func (f *boundedFake) inflight() int { return 1 }
+func (f *boundedFake) mark(bucket) {
+	n := f.inFlight.Add(1)
+	if n > f.most.Load() {
+		f.most.Store(n)
+	}
+}
+func (f *boundedFake) reduce(bucket) error {
+	<-f.release
+	f.inFlight.Add(-1)
+	return nil
+}
+
+// TestGradSyncBound: with a reducer that frees what it reduces (ZeRO
+// from stage 2), backward's ready waits while a bucket is in flight
+// rather than handing over the next, so at most one is ever pending; a
+// failure while waiting still reaches finish.
+func TestGradSyncBound(t *testing.T) {
+	bs := []bucket{{30, 40}, {20, 30}, {10, 20}, {0, 10}}
+	f := &boundedFake{release: make(chan struct{})}
+	g, err := newGradSync(f, bs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	g.begin()
+	returned := make(chan struct{})
+	go func() {
+		g.ready(30)
+		g.ready(20) // must wait for {30,40}
+		close(returned)
+	}()
+	select {
+	case <-returned:
+		t.Fatal("ready handed a second bucket over while the first was in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	f.release <- struct{}{}
+	<-returned
+	go func() {
+		for range 3 {
+			f.release <- struct{}{}
+		}
+	}()
+	if err := g.finish(); err != nil {
+		t.Fatal(err)
+	}
+	if m := f.most.Load(); m != 1 {
+		t.Errorf("%d buckets in flight at once, want at most 1", m)
+	}
+
+	bad := &boundedFake{release: make(chan struct{})}
+	bad.fail = func(bucket) error { return errors.New("link down") }
+	g2, _ := newGradSync(&failBounded{bad}, bs, true)
+	defer g2.close()
+	g2.begin()
+	g2.ready(20)
+	if err := g2.finish(); err == nil {
+		t.Error("failure while bounded not reported")
+	}
+}
+
+// failBounded is a bounded reducer whose every bucket fails.
+type failBounded struct{ *boundedFake }
+
+func (f *failBounded) reduce(b bucket) error { return f.fail(b) }

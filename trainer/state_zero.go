@@ -268,18 +268,20 @@ func (s *Session) zeroChecksum() (uint32, error) {
 
 // zeroReport ends a run given --zero (0 included) with a line per rank
 // on rank 0: the bytes it holds for parameters, gradients and optimizer
-// state, counted from its buffers, its peak resident memory, and the
+// state, counted from its buffers, the bound on ZeRO's working set
+// (zeroExecutor.Working), its peak resident memory, and the
 // bytes it sent per step and the mean step time (the tables of
 // scripts/bench/zero.sh).
 func (s *Session) zeroReport(win *window) error {
 	n := s.W.Size()
-	const k = 6
+	const k = 7
 	v := make([]float64, k*n)
 	stage, params := 0, int64(4*s.Model.Params.Len())
-	p, g, o := params, params, int64(0)
+	p, g, o, work := params, params, int64(0), int64(0)
 	if z := s.zero; z != nil {
 		stage = z.stage
 		p, g, o = z.Held()
+		work = z.Working()
 	} else {
 		for _, b := range s.Opt.State() {
 			o += int64(4 * len(b))
@@ -289,7 +291,7 @@ func (s *Session) zeroReport(win *window) error {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // Maxrss: the peak, in KiB on Linux
 	steps := float64(max(win.ran, 1))
 	copy(v[k*s.W.Rank():], []float64{float64(p), float64(g), float64(o), float64(ru.Maxrss * 1024),
-		float64(s.stepSent) / steps, win.stepTime.Seconds() / steps})
+		float64(s.stepSent) / steps, win.stepTime.Seconds() / steps, float64(work)})
 	s.prog.enter(opLog)
 	err := s.W.AllreduceFloat64(v, mpi.Sum)
 	s.prog.leave()
@@ -298,8 +300,8 @@ func (s *Session) zeroReport(win *window) error {
 	}
 	for r := range n {
 		x := v[k*r:]
-		s.rep.say("zero: rank %d (stage %d of %d ranks): parameters %s, gradients %s, optimizer %s, %s in all; peak RSS %s; sent %s per step; %.1f ms per step\n",
-			r, stage, n, mib1(x[0]), mib1(x[1]), mib1(x[2]), mib1(x[0]+x[1]+x[2]), mib1(x[3]), mib1(x[4]), 1000*x[5])
+		s.rep.say("zero: rank %d (stage %d of %d ranks): parameters %s, gradients %s, optimizer %s, %s in all; working set at most %s; peak RSS %s; sent %s per step; %.1f ms per step\n",
+			r, stage, n, mib1(x[0]), mib1(x[1]), mib1(x[2]), mib1(x[0]+x[1]+x[2]), mib1(x[6]), mib1(x[3]), mib1(x[4]), 1000*x[5])
 	}
 	return nil
 }

@@ -8,7 +8,11 @@
 # beside ZeRO's formulas for fp32 with Adam (16Ψ, 8Ψ+8Ψ/N, 4Ψ+12Ψ/N,
 # 16Ψ/N) plus a fixed overhead measured separately: one rank with plain
 # SGD (no optimizer state) holds 8Ψ, and the rest of its peak RSS is the
-# overhead (activations, the runtime, MPI, OpenBLAS). Then the memory
+# overhead (activations, the runtime, MPI, OpenBLAS). ZeRO's own buffers
+# come on top from stage 2 on: the bound each rank prints as its working
+# set (two gradient buckets, and at stage 3 two layers' parameters; see
+# zeroExecutor.Working), computed from the buckets' and layers' sizes,
+# not measured. Then the memory
 # limit: --zero 0 and --zero 3 at np=4, each rank in a memory cgroup of
 # LIMIT bytes (needs root and writable cgroups).
 #   scripts/bench/zero.sh DATA [TRAIN] [LIMIT]
@@ -26,14 +30,15 @@ psi=$(sed -n 's/^train: gpt .* model, \([0-9]*\) parameters.*/\1/p' "$out")
 rss=$(sed -n 's/^zero: rank 0 .*peak RSS \([0-9.]*\) MiB.*/\1/p' "$out")
 over=$(echo "$rss - 8 * $psi / 1048576" | bc -l)
 printf "Ψ = %d parameters; overhead: np=1 SGD without momentum, peak RSS %.1f MiB - 8Ψ = %.1f MiB\n\n" "$psi" "$rss" "$over"
-echo "| np | stage | rank | params+grads+optimizer counted (MiB) | formula (MiB) | peak RSS (MiB) | formula + overhead | RSS / (formula + overhead) | sent per step (MiB) | step (ms) |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| np | stage | rank | params+grads+optimizer counted (MiB) | formula (MiB) | working set (MiB) | peak RSS (MiB) | formula + overhead + working set | RSS / (formula + overhead + working set) | sent per step (MiB) | step (ms) |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for np in 1 2 4; do
 	for z in 0 1 2 3; do
 		$mpi -np $np "$train" $g --zero $z >"$out" 2>&1 || { echo "np=$np --zero $z failed:"; tail -5 "$out"; continue; }
 		grep '^zero: rank' "$out" | while read -r line; do
 			r=$(echo "$line" | sed -n 's/^zero: rank \([0-9]*\) .*/\1/p')
 			held=$(echo "$line" | sed -n 's/.*, \([0-9.]*\) MiB in all.*/\1/p')
+			work=$(echo "$line" | sed -n 's/.*working set at most \([0-9.]*\) MiB.*/\1/p')
 			prss=$(echo "$line" | sed -n 's/.*peak RSS \([0-9.]*\) MiB.*/\1/p')
 			sent=$(echo "$line" | sed -n 's/.*sent \([0-9.]*\) MiB per step.*/\1/p')
 			ms=$(echo "$line" | sed -n 's/.*; \([0-9.]*\) ms per step.*/\1/p')
@@ -44,7 +49,7 @@ for np in 1 2 4; do
 			3) f="16 * $psi / $np" ;;
 			esac
 			fm=$(echo "($f) / 1048576" | bc -l)
-			printf "| %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.0f |\n" "$np" "$z" "$r" "$held" "$fm" "$prss" "$(echo "$fm + $over" | bc -l)" "$(echo "$prss / ($fm + $over)" | bc -l)" "$sent" "$ms"
+			printf "| %d | %d | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.0f |\n" "$np" "$z" "$r" "$held" "$fm" "$work" "$prss" "$(echo "$fm + $over + $work" | bc -l)" "$(echo "$prss / ($fm + $over + $work)" | bc -l)" "$sent" "$ms"
 		done
 	done
 done
