@@ -387,35 +387,14 @@ func (e *pipeExecutor) Settle() error {
 	return nil
 }
 
-// Update clips by, and checks, the norm of the whole model's gradient:
-// the stages' squared norms summed (the tied copy counted once), so every
-// stage scales alike and all stop together on a non-finite gradient.
+// Update clips by, and checks, the norm of the whole model's gradient, so
+// every stage scales alike and all stop together on a non-finite
+// gradient.
 func (e *pipeExecutor) Update(lr float64, t int, clip float64) (bool, error) {
 	p := e.s.Model.Params
-	g := e.s.grid
-	var sq float64
-	for _, ts := range p.Tensors {
-		// Each value once: a tensor-parallel shard's own slices, the
-		// tensors whole on every shard from shard 0, the tied table from
-		// the first stage.
-		if !ts.Copy && (ts.Full != nil || g.At.T == 0) {
-			sq += optim.SumSquares(ts.Of(p.Grad))
-		}
-	}
-	sum := []float64{sq}
-	if err := g.Tensor.AllreduceFloat64(sum, mpi.Sum); err != nil {
+	norm, err := e.gradNorm(nil, 0, p.Len())
+	if err != nil || math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return false, err
-	}
-	if err := e.pipe.AllreduceFloat64(sum, mpi.Sum); err != nil {
-		return false, err
-	}
-	if e.steps > 1 {
-		e.span += time.Since(e.began)
-		e.busy += e.work
-	}
-	norm := math.Sqrt(sum[0])
-	if math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return false, nil
 	}
 	if c := optim.ClipScale(norm, clip); clip > 0 && c < 1 {
 		for i := range p.Grad {
@@ -423,6 +402,39 @@ func (e *pipeExecutor) Update(lr float64, t int, clip float64) (bool, error) {
 		}
 	}
 	return e.opt.Step(p.Data, p.Grad, float32(lr), t), nil
+}
+
+// gradNorm is the norm of the whole model's gradient from the values in
+// [lo, hi) of this stage's buffer (ZeRO's shard; all of it otherwise):
+// their squares summed over replicas (ZeRO's data-parallel ranks, or nil),
+// the tensor shards and the stages, each value counted once (a
+// tensor-parallel shard's own slices, the tensors whole on every shard
+// from shard 0, the tied table from the first stage). It also closes the
+// step's span for the grid report.
+func (e *pipeExecutor) gradNorm(replicas *mpi.World, lo, hi int) (float64, error) {
+	p := e.s.Model.Params
+	g := e.s.grid
+	var sq float64
+	for _, ts := range p.Tensors {
+		a, b := max(ts.Offset, lo), min(ts.Offset+ts.Size, hi)
+		if !ts.Absent() && a < b && !ts.Copy && (ts.Full != nil || g.At.T == 0) {
+			sq += optim.SumSquares(p.Grad[a:b])
+		}
+	}
+	sum := []float64{sq}
+	for _, w := range []*mpi.World{replicas, g.Tensor, e.pipe} {
+		if w == nil {
+			continue
+		}
+		if err := w.AllreduceFloat64(sum, mpi.Sum); err != nil {
+			return 0, err
+		}
+	}
+	if e.steps > 1 {
+		e.span += time.Since(e.began)
+		e.busy += e.work
+	}
+	return math.Sqrt(sum[0]), nil
 }
 
 func (e *pipeExecutor) Result() (float64, int, error) { return e.loss, e.right, nil }
@@ -462,6 +474,10 @@ func (e *pipeExecutor) Describe() string {
 	return d
 }
 func (e *pipeExecutor) Close() {}
+
+// replicas are the models this stage computes with: one per micro-batch
+// slot, over the same parameters (ZeRO stage 3 hooks its gathers on each).
+func (e *pipeExecutor) replicas() []*model.Model { return e.slots }
 
 // usage is this stage's memory and idle time, for the grid report: the
 // parameters (with gradients), the optimizer state and the activations

@@ -107,7 +107,13 @@ func (z *zeroExecutor) Reducer(w *mpi.World, _ Algorithm, _ mpi.Compression) (bu
 		z.ranges, z.bwd = z.m.LayerRanges()
 		z.resident = make([]bool, len(z.ranges))
 		z.pf = newPrefetcher(func(i int) error { return z.gather(gw, i) })
-		z.m.Gather, z.m.Release = z.gatherHook, z.releaseHook
+		models := []*model.Model{z.m}
+		if r, ok := z.Executor.(interface{ replicas() []*model.Model }); ok {
+			models = r.replicas()
+		}
+		for _, m := range models {
+			m.Gather, m.Release = z.gatherHook, z.releaseHook
+		}
 		z.releaseParams()
 	}
 	return &zeroBuckets{z: z, w: w}, nil
@@ -152,11 +158,10 @@ func (z *zeroExecutor) Update(lr float64, t int, clip float64) (bool, error) {
 	}
 	p := z.m.Params
 	g := p.Grad[z.lo:z.hi]
-	sq := []float64{optim.SumSquares(g)}
-	if err := z.tw.AllreduceFloat64(sq, mpi.Sum); err != nil {
+	norm, err := z.norm()
+	if err != nil {
 		return false, err
 	}
-	norm := math.Sqrt(sq[0])
 	finite := !math.IsNaN(norm) && !math.IsInf(norm, 0)
 	if c := optim.ClipScale(norm, clip); clip > 0 && finite && c < 1 {
 		for i := range g {
@@ -169,6 +174,44 @@ func (z *zeroExecutor) Update(lr float64, t int, clip float64) (bool, error) {
 		return finite, nil
 	}
 	return finite, z.tw.RingAllgatherFloat32(p.Data, z.owned(0, z.n))
+}
+
+// norm is the whole gradient's norm from every rank's shard: on a grid
+// the pipeline's count (each value once, over stages and tensor shards),
+// otherwise the shards' squares summed over the replicas.
+func (z *zeroExecutor) norm() (float64, error) {
+	if e, ok := z.Executor.(interface {
+		gradNorm(*mpi.World, int, int) (float64, error)
+	}); ok {
+		return e.gradNorm(z.tw, z.lo, z.hi)
+	}
+	sq := []float64{optim.SumSquares(z.m.Params.Grad[z.lo:z.hi])}
+	if err := z.tw.AllreduceFloat64(sq, mpi.Sum); err != nil {
+		return 0, err
+	}
+	return math.Sqrt(sq[0]), nil
+}
+
+// Settle: on a pipeline whose first and last stages each hold the tied
+// token table, the wrapped executor sums the two stages' gradients of it,
+// whole; the replicas hold only their shards of it after the
+// reduce-scatter, so they all-gather it first (and from stage 2 on free
+// the rest again after).
+func (z *zeroExecutor) Settle() error {
+	t, ok := z.m.TiedCopy()
+	if !ok {
+		return z.Executor.Settle()
+	}
+	g := z.m.Params.Grad
+	a, b := t.Offset, t.Offset+t.Size
+	if err := z.tw.RingAllgatherFloat32(g[a:b], z.owned(a, b)); err != nil {
+		return err
+	}
+	err := z.Executor.Settle()
+	if z.stage >= 2 {
+		freeExcept(g, a, b, z.lo, z.hi)
+	}
+	return err
 }
 
 // ToHost: stage 3 holds only its shard and what a layer has gathered;

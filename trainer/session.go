@@ -189,10 +189,10 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 	if err := s.watch(); err != nil {
 		return nil, err
 	}
-	if s.grid != nil {
-		err = s.gridInitialState(opt.Bench)
-	} else if s.zero != nil {
+	if s.zero != nil { // on a grid too
 		err = s.zeroInitialState(opt.Bench)
+	} else if s.grid != nil {
+		err = s.gridInitialState(opt.Bench)
 	} else if w.Rank() == 0 {
 		err = s.initialState(opt.Bench)
 	}

@@ -332,7 +332,13 @@ func (s *Session) checkpoint() error {
 	}
 	if s.grid != nil {
 		var err error
-		if params, state, err = s.gatherCheckpoint(); err != nil {
+		live := s.State
+		if s.zero != nil && state != nil { // a part's first replica: its part gathered whole
+			s.State = *state
+		}
+		params, state, err = s.gatherCheckpoint()
+		s.State = live
+		if err != nil {
 			return err
 		}
 	}

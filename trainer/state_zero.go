@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"train/checkpoint"
+	"train/model"
 	"train/mpi"
 )
 
@@ -29,17 +30,18 @@ const tagZero = 0x2e0
 
 // zeroInitialState starts a ZeRO run on every rank: from the newest
 // checkpoint when it is sharded, each rank reading its own range from
-// whichever files hold it (any np, any stage wrote them); otherwise rank 0
-// draws the parameters or reads a single file (into whole optimizer
-// buffers for the while) and hands every rank its part.
+// whichever files hold it (any np, any stage, any grid wrote them);
+// otherwise the data-parallel rank 0 (of each part, on a grid) draws the
+// parameters or is handed them from a single file (into whole optimizer
+// buffers for the while) and gives every replica its part.
 func (s *Session) zeroInitialState(bench bool) error {
 	c := &s.Cfg
 	var path string
 	var err error
-	if s.W.Rank() == 0 && c.Checkpoint.Resume && !bench {
+	if s.Job.Rank() == 0 && c.Checkpoint.Resume && !bench {
 		path, err = s.newestSharded()
 	}
-	if err := Agree(s.W, err); err != nil {
+	if err := Agree(s.Job, err); err != nil {
 		return err
 	}
 	if path, err = s.bcastString(path); err != nil {
@@ -50,18 +52,21 @@ func (s *Session) zeroInitialState(bench bool) error {
 	}
 	shard := s.State.Optim
 	var whole map[string][]float32
-	if s.W.Rank() == 0 {
-		if c.Checkpoint.Resume && !bench {
-			whole = map[string][]float32{}
-			for name := range shard {
-				whole[name] = make([]float32, s.Model.Params.Len())
-			}
-			s.State.Optim = whole
+	if s.W.Rank() == 0 && !bench && (c.Checkpoint.Resume || (s.grid != nil && c.Model.InitFrom != "")) {
+		// A grid's transfer hands its parts the optimizer's state too.
+		whole = map[string][]float32{}
+		for name := range shard {
+			whole[name] = make([]float32, s.Model.Params.Len())
 		}
-		err = s.initialState(bench)
-		s.State.Optim = shard
+		s.State.Optim = whole
 	}
-	if err := Agree(s.W, err); err != nil {
+	if s.grid != nil {
+		err = s.gridInitialState(bench)
+	} else if s.W.Rank() == 0 {
+		err = s.initialState(bench)
+	}
+	s.State.Optim = shard
+	if err := Agree(s.Job, err); err != nil {
 		return err
 	}
 	if err := s.broadcastModel(); err != nil {
@@ -80,15 +85,15 @@ func (s *Session) zeroInitialState(bench bool) error {
 	return nil
 }
 
-// bcastString gives every rank rank 0's s.
+// bcastString gives every rank of the job rank 0's s.
 func (s *Session) bcastString(v string) (string, error) {
 	n := []int64{int64(len(v))}
-	if err := s.W.BcastInt64(n, 0); err != nil {
+	if err := s.Job.BcastInt64(n, 0); err != nil {
 		return "", err
 	}
 	b := make([]byte, n[0])
 	copy(b, v)
-	if err := s.W.BcastBytes(b, 0); err != nil {
+	if err := s.Job.BcastBytes(b, 0); err != nil {
 		return "", err
 	}
 	return string(b), nil
@@ -122,24 +127,24 @@ func (s *Session) scatterOptim(whole map[string][]float32) error {
 
 // resumeZeroShards resumes from the sharded checkpoint at path: every
 // rank reads its own range of the parameters and optimizer state and the
-// buffers; rank 0 places the run; below stage 3 the ring then all-gathers
-// the parameters.
+// buffers (of its part, on a grid); rank 0 places the run; below stage 3
+// the ring then all-gathers the parameters among the replicas.
 func (s *Session) resumeZeroShards(path string) error {
 	z := s.zero
 	err := checkpoint.LoadRange(path, s.Model.Params, &s.State, z.lo, z.hi)
-	if s.W.Rank() == 0 {
+	if s.Job.Rank() == 0 {
 		s.describeModel()
 		if err == nil {
 			err = s.resumed(path)
 		}
 	}
-	if err := Agree(s.W, err); err != nil {
+	if err := Agree(s.Job, err); err != nil {
 		return err
 	}
-	if s.W.Rank() == 0 {
+	if s.Job.Rank() == 0 {
 		s.recordStart()
 	}
-	if err := s.bcastPosition(s.W); err != nil {
+	if err := s.bcastPosition(s.Job); err != nil {
 		return err
 	}
 	if z.stage == 3 {
@@ -149,9 +154,10 @@ func (s *Session) resumeZeroShards(path string) error {
 }
 
 // gatherZero brings the optimizer's shards (and at stage 3 the
-// parameters') to rank 0 for a single-file checkpoint, which returns the
-// whole state (the others nil). Rank 0 holds the whole model for the
-// while: a model too big for that saves --checkpoint-format sharded.
+// parameters') to the data-parallel rank 0 (of each part, on a grid) for
+// a single-file checkpoint, which returns the whole state (the others
+// nil). That rank holds the whole model (or part) for the while: a model
+// too big for that saves --checkpoint-format sharded.
 func (s *Session) gatherZero() (*checkpoint.State, error) {
 	z, w := s.zero, s.W
 	st := s.State
@@ -196,33 +202,36 @@ func (s *Session) gatherZero() (*checkpoint.State, error) {
 }
 
 // saveZeroSharded writes --checkpoint-format sharded from a ZeRO run:
-// every rank its own range, in parallel, rank 0 the buffers too and, once
-// all have written, the index.
+// every rank of the job its own range of its part, in parallel (the
+// replicas of a tensor-parallel shard other than 0 leave out the tensors
+// shard 0 writes, and only the first replica of each such part writes
+// the buffers); job rank 0, once all have written, the index.
 func (s *Session) saveZeroSharded() error {
-	z, w := s.zero, s.W
+	z, j := s.zero, s.Job
 	dir := checkpoint.ShardedPath(s.Cfg.Checkpoint.Dir, s.State.Step)
 	var meta map[string]string
 	var err error
-	if w.Rank() == 0 {
+	if j.Rank() == 0 {
 		if meta, err = s.checkpointMeta(); err == nil {
 			err = os.MkdirAll(dir, 0o755)
 		}
 	}
-	if err := Agree(w, err); err != nil {
+	if err := Agree(j, err); err != nil {
 		return err
 	}
 	start := time.Now()
 	st := s.State
-	if s.fault.is("kill-in-checkpoint", s.Job.Rank(), s.State.Step) {
+	if s.fault.is("kill-in-checkpoint", j.Rank(), s.State.Step) {
 		st.WrapFile = killHalfWay
 	}
+	rep, bufs := s.zeroWriter(j.Rank())
 	s.prog.enter(opCheckpoint)
-	_, err = checkpoint.WriteRange(filepath.Join(dir, checkpoint.ShardName(w.Rank(), w.Size())), s.Model.Params, &st, z.lo, z.hi, w.Rank() == 0)
+	_, err = checkpoint.WriteRange(filepath.Join(dir, checkpoint.ShardName(j.Rank(), j.Size())), s.Model.Params, &st, z.lo, z.hi, rep, bufs)
 	s.prog.leave()
-	if err := Agree(w, err); err != nil {
+	if err := Agree(j, err); err != nil {
 		return err
 	}
-	if w.Rank() != 0 {
+	if j.Rank() != 0 {
 		return nil
 	}
 	x := &checkpoint.Index{Metadata: maps.Clone(meta), Files: map[string]checkpoint.FileInfo{}}
@@ -231,20 +240,44 @@ func (s *Session) saveZeroSharded() error {
 	x.Metadata["step_in_epoch"] = strconv.Itoa(st.StepInEpoch)
 	x.Metadata["samples"] = strconv.FormatInt(st.Samples, 10)
 	optim := slices.Sorted(maps.Keys(st.Optim))
-	for r := range w.Size() {
-		name := checkpoint.ShardName(r, w.Size())
+	layouts := map[int]*model.Params{}
+	for r := range j.Size() {
+		name := checkpoint.ShardName(r, j.Size())
 		fi, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: %v", dir, err)
 		}
 		x.Files[name] = checkpoint.FileInfo{Bytes: fi.Size()}
-		lo, hi := shardOf(z.n, z.size, r)
-		x.AddRange(name, s.Model.Params, optim, lo, hi, r == 0)
+		lay, d := s.Model.Params, r
+		if g := s.grid; g != nil {
+			at := g.Coord(r)
+			part := at.P*g.T + at.T
+			if layouts[part] == nil {
+				if layouts[part], err = s.partLayout(part); err != nil {
+					return err
+				}
+			}
+			lay, d = layouts[part], at.D
+		}
+		lo, hi := shardOf(lay.Len(), z.size, d)
+		rep, bufs := s.zeroWriter(r)
+		x.AddRange(name, lay, optim, lo, hi, rep, bufs)
 	}
 	if err := checkpoint.WriteIndex(dir, x); err != nil {
 		return err
 	}
 	return s.saved(dir, start)
+}
+
+// zeroWriter says whether job rank r writes the tensors held whole on
+// every tensor-parallel shard (shard 0's replicas do) and the buffers
+// (the first replica of shard 0 of each stage).
+func (s *Session) zeroWriter(r int) (replicated, buffers bool) {
+	if s.grid == nil {
+		return true, r == 0
+	}
+	at := s.grid.Coord(r)
+	return at.T == 0, at.T == 0 && at.D == 0
 }
 
 // zeroChecksum is, at stage 3, the checksum of the whole parameters and

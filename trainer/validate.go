@@ -270,8 +270,6 @@ func (c *Config) validateCombinations() error {
 		return fmt.Errorf("--zero %d: choose 0 (full replicas), 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters)", d.Zero)
 	case d.Zero > 0 && d.Strategy != AllreduceStrategy:
 		return fmt.Errorf("--zero %d with --strategy %s: ZeRO shards the state of --strategy allreduce's replicas; drop --zero or use --strategy allreduce", d.Zero, d.Strategy)
-	case d.Zero > 0 && d.gridded():
-		return fmt.Errorf("--zero %d with --pipeline or --tensor-parallel: ZeRO across a grid's replicas is not built yet; drop one of them", d.Zero)
 	case d.Zero > 0 && c.Device.Device == CUDA:
 		return fmt.Errorf("--zero %d with --device cuda: the GPU path has no ZeRO yet (issue 21); train on the CPU", d.Zero)
 	case d.Zero > 0 && (d.Allreduce != Ring || d.Compress != mpi.None):
