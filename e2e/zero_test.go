@@ -194,3 +194,73 @@ func TestZeroElastic(t *testing.T) {
 	}
 	noTrace(t, r)
 }
+
+// TestZeroGrid: ZeRO among the data-parallel replicas of each part of a
+// pipeline/tensor grid (issue 17: "the D replicas of a stage or shard are
+// what ZeRO shards across"). On every grid --zero 1, 2 and 3 reach the
+// parameters and AdamW moments of --zero 0 on the same grid (itself
+// checked against np=1 by TestPipeline and TestTensorParallel) within
+// 1e-5 after 30 steps:
+//   - the GPT at (D,P,T) = (2,2,1), (3,2,1), (2,1,2) and (2,2,2): its
+//     tied token table on the first and last stage (each replica holds a
+//     shard of its gradient; the stages sum the whole), the LayerNorms
+//     whole on every tensor shard, 1F1B's micro-batch slots;
+//   - the ResNet at (2,2,1), its BatchNorm buffers per stage.
+//
+// Then checkpoints between grids: 10 steps at (2,2,1) --zero 2 saved
+// sharded (one file per rank of the job), resumed at (2,1,2) --zero 3 for
+// 10 more and saved as one file, equal to 20 steps at (2,2,1) --zero 0.
+func TestZeroGrid(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	gpt := append(smallGPT(bytesCorpus(t, dir)), "--lr", "5e-4", "--eval-batch", "1", "--batch-size", "4", "--micro-batches", "2", "--log-every", "30")
+	res := append(append([]string{}, smallResNet...), "--bn", "local", "--lr", "0.005", "--batch-size", "4", "--micro-batches", "2", "--log-every", "30")
+	gptTol := func(t *testing.T, what string, want, got map[string][]float32) { gptSame(t, what, want, got, 32) }
+	resTol := func(t *testing.T, what string, want, got map[string][]float32) {
+		sameTensors(t, what, withoutRunningStats(want), withoutRunningStats(got), 1e-5)
+	}
+	for _, g := range []struct {
+		model     string
+		np, d     int
+		grid      []string
+		args      []string
+		same      func(t *testing.T, what string, want, got map[string][]float32)
+		describes string
+	}{
+		{"gpt", 4, 2, []string{"--pipeline", "2"}, gpt, gptTol, "grid 2x2x1"},
+		{"gpt", 6, 3, []string{"--pipeline", "2"}, gpt, gptTol, "grid 3x2x1"},
+		{"gpt", 4, 2, []string{"--tensor-parallel", "2"}, gpt, gptTol, "grid 2x1x2"},
+		{"gpt", 8, 2, []string{"--pipeline", "2", "--tensor-parallel", "2"}, gpt, gptTol, "grid 2x2x2"},
+		{"resnet", 4, 2, []string{"--pipeline", "2"}, res, resTol, "grid 2x2x1"},
+	} {
+		name := fmt.Sprintf("%s-np%d-%s", g.model, g.np, strings.Join(g.grid, ""))
+		t.Run(name, func(t *testing.T) {
+			args := append(append(append([]string{}, g.args...), g.grid...), "--max-steps", "30")
+			_, want := trainAt(t, g.np, g.d, dir, name+"-z0", 30, args...)
+			for _, z := range []string{"1", "2", "3"} {
+				r, got := trainAt(t, g.np, g.d, dir, name+"-z"+z, 30, append(append([]string{}, args...), "--zero", z)...)
+				g.same(t, fmt.Sprintf("%s --zero %s against --zero 0", name, z), want, got)
+				if !strings.Contains(r.stdout, g.describes) || !strings.Contains(r.stdout, "ZeRO stage "+z+" over "+itoa(g.d)+" ranks") {
+					t.Errorf("%s --zero %s: the start-up line does not describe the grid and ZeRO:\n%s", name, z, r.stdout)
+				}
+			}
+		})
+	}
+
+	t.Run("checkpoints", func(t *testing.T) {
+		run := append(append([]string{}, gpt...), "--checkpoint-every", "10")
+		_, want := trainAt(t, 4, 2, dir, "straight", 20, append(append([]string{}, run...), "--pipeline", "2", "--max-steps", "20")...)
+		ck := filepath.Join(dir, "moved")
+		mustTrain(t, 4, append(append([]string{}, run...), "--pipeline", "2", "--zero", "2", "--max-steps", "10", "--checkpoint-format", "sharded", "--checkpoint-dir", ck)...)
+		files, _ := filepath.Glob(filepath.Join(ck, "step-00000010", "shard-*-of-00004.safetensors"))
+		if len(files) != 4 {
+			t.Fatalf("sharded checkpoint at (2,2,1) --zero 2: %d shard files, want one per rank (4)", len(files))
+		}
+		r := mustTrain(t, 4, append(append([]string{}, run...), "--tensor-parallel", "2", "--zero", "3", "--max-steps", "20", "--resume", "--checkpoint-dir", ck)...)
+		if !strings.Contains(r.stdout, "step-00000010 (step 10") {
+			t.Errorf("the resumed run does not say it resumed from step 10:\n%s", r.stdout)
+		}
+		got := tensors(t, filepath.Join(ck, "step-00000020.safetensors"))
+		gptSame(t, "(2,2,1) --zero 2 sharded, resumed at (2,1,2) --zero 3, against (2,2,1) --zero 0", want, got, 32)
+	})
+}
