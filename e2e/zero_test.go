@@ -207,13 +207,16 @@ func TestZeroElastic(t *testing.T) {
 //     whole on every tensor shard, 1F1B's micro-batch slots;
 //   - the ResNet at (2,2,1), its BatchNorm buffers per stage.
 //
-// Then checkpoints between grids: 10 steps at (2,2,1) --zero 2 saved
-// sharded (one file per rank of the job), resumed at (2,1,2) --zero 3 for
-// 10 more and saved as one file, equal to 20 steps at (2,2,1) --zero 0.
+// Then checkpoints between grids with --global-batch fixed: 10 steps at
+// (2,2,1) --zero 2 saved sharded (one file per rank of the job), resumed
+// at (2,1,2) --zero 3 for 10 more (sharded), then at (4,1,1) --zero 1
+// (no grid) for 10 more saved as one file, equal to 30 steps at (2,2,1)
+// --zero 0.
 func TestZeroGrid(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
-	gpt := append(smallGPT(bytesCorpus(t, dir)), "--lr", "5e-4", "--eval-batch", "1", "--batch-size", "4", "--micro-batches", "2", "--log-every", "30")
+	base := append(smallGPT(bytesCorpus(t, dir)), "--lr", "5e-4", "--eval-batch", "1", "--log-every", "30")
+	gpt := append(append([]string{}, base...), "--batch-size", "4", "--micro-batches", "2")
 	res := append(append([]string{}, smallResNet...), "--bn", "local", "--lr", "0.005", "--batch-size", "4", "--micro-batches", "2", "--log-every", "30")
 	gptTol := func(t *testing.T, what string, want, got map[string][]float32) { gptSame(t, what, want, got, 32) }
 	resTol := func(t *testing.T, what string, want, got map[string][]float32) {
@@ -248,19 +251,32 @@ func TestZeroGrid(t *testing.T) {
 	}
 
 	t.Run("checkpoints", func(t *testing.T) {
-		run := append(append([]string{}, gpt...), "--checkpoint-every", "10")
-		_, want := trainAt(t, 4, 2, dir, "straight", 20, append(append([]string{}, run...), "--pipeline", "2", "--max-steps", "20")...)
+		// --global-batch 8 in micro-batches of at most 2: 2 of 2 per
+		// replica at D = 2 (the pipeline's micro-batches), 1 at D = 4.
+		run := append(append([]string{}, base...), "--checkpoint-every", "10", "--batch-size", "2", "--global-batch", "8", "--accum-steps", "auto")
+		_, want := trainAt(t, 4, 2, dir, "straight", 30, append(append([]string{}, run...), "--pipeline", "2", "--max-steps", "30")...)
 		ck := filepath.Join(dir, "moved")
-		mustTrain(t, 4, append(append([]string{}, run...), "--pipeline", "2", "--zero", "2", "--max-steps", "10", "--checkpoint-format", "sharded", "--checkpoint-dir", ck)...)
+		r := mustTrain(t, 4, append(append([]string{}, run...), "--pipeline", "2", "--zero", "2", "--max-steps", "10", "--checkpoint-format", "sharded", "--checkpoint-dir", ck)...)
+		if !strings.Contains(r.stdout, "2 rank(s) x batch 4 (2 accumulated micro-steps of 2) = global batch 8") {
+			t.Errorf("(2,2,1) --global-batch 8: start-up line:\n%s", r.stdout)
+		}
 		files, _ := filepath.Glob(filepath.Join(ck, "step-00000010", "shard-*-of-00004.safetensors"))
 		if len(files) != 4 {
 			t.Fatalf("sharded checkpoint at (2,2,1) --zero 2: %d shard files, want one per rank (4)", len(files))
 		}
-		r := mustTrain(t, 4, append(append([]string{}, run...), "--tensor-parallel", "2", "--zero", "3", "--max-steps", "20", "--resume", "--checkpoint-dir", ck)...)
-		if !strings.Contains(r.stdout, "step-00000010 (step 10") {
-			t.Errorf("the resumed run does not say it resumed from step 10:\n%s", r.stdout)
+		for _, leg := range []struct {
+			from, to int
+			args     []string
+		}{
+			{10, 20, []string{"--tensor-parallel", "2", "--zero", "3", "--checkpoint-format", "sharded"}},
+			{20, 30, []string{"--zero", "1"}},
+		} {
+			r := mustTrain(t, 4, append(append(append([]string{}, run...), leg.args...), "--max-steps", itoa(leg.to), "--resume", "--checkpoint-dir", ck)...)
+			if !strings.Contains(r.stdout, fmt.Sprintf("step-%08d (step %d", leg.from, leg.from)) {
+				t.Errorf("%v: does not say it resumed from step %d:\n%s", leg.args, leg.from, r.stdout)
+			}
 		}
-		got := tensors(t, filepath.Join(ck, "step-00000020.safetensors"))
-		gptSame(t, "(2,2,1) --zero 2 sharded, resumed at (2,1,2) --zero 3, against (2,2,1) --zero 0", want, got, 32)
+		got := tensors(t, filepath.Join(ck, "step-00000030.safetensors"))
+		gptSame(t, "(2,2,1) --zero 2, resumed at (2,1,2) --zero 3, then at (4,1,1) --zero 1, against (2,2,1) --zero 0", want, got, 32)
 	})
 }

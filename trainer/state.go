@@ -211,7 +211,7 @@ func (s *Session) describe() {
 		bn = ", batchnorm " + c.Dist.BN.String()
 	}
 	accum := ""
-	if k := c.Data.MicroBatches; k > 1 && s.grid == nil && (c.Data.AccumSteps > 1 || c.Data.AccumSteps == AccumAuto || c.Data.GlobalBatch > 0) {
+	if k := c.Data.MicroBatches; k > 1 && (c.Data.AccumSteps > 1 || c.Data.AccumSteps == AccumAuto || c.Data.GlobalBatch > 0) {
 		accum = fmt.Sprintf(" (%d accumulated micro-steps of %d)", k, c.Data.BatchSize/k)
 	}
 	s.rep.say("train: %d rank(s) x batch %d%s = global batch %d, %d steps per epoch, %s%s; %s\n",

@@ -264,8 +264,6 @@ func (c *Config) validateCombinations() error {
 		return fmt.Errorf("--micro-batches %d with --device cuda: the GPU path runs whole batches so far; drop it or train on the CPU", c.Data.MicroBatches)
 	case c.Data.GlobalBatch > 0 && c.Optim.LinearScaling:
 		return fmt.Errorf("--lr-scaling linear with --global-batch %d: --lr is the rate for the global batch, which stays the same at any number of ranks; drop --lr-scaling", c.Data.GlobalBatch)
-	case d.gridded() && (c.Data.GlobalBatch > 0 || c.Data.AccumSteps > 1 || c.Data.AccumSteps == AccumAuto):
-		return fmt.Errorf("--global-batch and --accum-steps with --pipeline or --tensor-parallel: a pipeline's step is already its --micro-batches; set --batch-size and --micro-batches instead")
 	case d.Zero < 0 || d.Zero > 3:
 		return fmt.Errorf("--zero %d: choose 0 (full replicas), 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters)", d.Zero)
 	case d.Zero > 0 && d.Strategy != AllreduceStrategy:
