@@ -264,7 +264,7 @@ func (z *zeroExecutor) Held() (params, grads, optState int64) {
 // parameters, the one computing and the one prefetched. It is ZeRO's
 // buffers, the fixed overhead its formulas leave out.
 func (z *zeroExecutor) Working() int64 {
-	if z.stage < 2 {
+	if z.stage < 2 || z.size == 1 { // one rank: its shard is everything, nothing is freed
 		return 0
 	}
 	w := z.maxBucket + max(z.maxBucket, z.maxLayer)
