@@ -240,7 +240,7 @@ func (z *zeroExecutor) close() {
 
 // Held is what this rank holds for parameters, gradients and optimizer
 // state, in bytes, counted from the buffers (the memory table of
-// scripts/bench/zero-memory.sh): stage 0's 4Ψ each and Adam's 8Ψ, or
+// scripts/bench/zero.sh): stage 0's 4Ψ each and Adam's 8Ψ, or
 // their shards.
 func (z *zeroExecutor) Held() (params, grads, optState int64) {
 	full, shard := int64(4*z.n), int64(4*(z.hi-z.lo))
