@@ -154,11 +154,31 @@ func Write(final string, p *model.Params, s *State) error {
 	for k, v := range s.Meta {
 		meta[k] = v
 	}
+	SetPosition(meta, s)
+	return writeViews(final, tensorViews(p, s), meta, s.WrapFile)
+}
+
+// SetPosition records s's position in a checkpoint's metadata (a single
+// file's, or a sharded checkpoint's index).
+func SetPosition(meta map[string]string, s *State) {
 	meta["step"] = strconv.Itoa(s.Step)
 	meta["epoch"] = strconv.Itoa(s.Epoch)
 	meta["step_in_epoch"] = strconv.Itoa(s.StepInEpoch)
 	meta["samples"] = strconv.FormatInt(s.Samples, 10)
-	return writeViews(final, tensorViews(p, s), meta, s.WrapFile)
+}
+
+// position reads the step, epoch and step in epoch that SetPosition
+// recorded; where names the metadata in an error.
+func position(meta map[string]string, where string) ([3]int, error) {
+	var pos [3]int
+	for i, k := range []string{"step", "epoch", "step_in_epoch"} {
+		v, err := strconv.Atoi(meta[k])
+		if err != nil || v < 0 {
+			return pos, fmt.Errorf("bad %s %q in %s", k, meta[k], where)
+		}
+		pos[i] = v
+	}
+	return pos, nil
 }
 
 // writeViews writes views and meta (with the views' checksum added) to
@@ -290,13 +310,9 @@ func loadCheckpoint(path string, p *model.Params, s *State) error {
 			return fmt.Errorf("tensor %q is %v %v, this model has %v %v", n, tv.DType(), tv.Shape(), v.DType(), v.Shape())
 		}
 	}
-	var pos [3]int
-	for i, k := range []string{"step", "epoch", "step_in_epoch"} {
-		v, err := strconv.Atoi(meta[k])
-		if err != nil || v < 0 {
-			return fmt.Errorf("bad %s %q in metadata", k, meta[k])
-		}
-		pos[i] = v
+	pos, err := position(meta, "metadata")
+	if err != nil {
+		return err
 	}
 	samples := int64(-1)
 	if v, ok := meta["samples"]; ok {

@@ -215,13 +215,9 @@ func ReadIndex(dir string) (*Index, error) {
 // (its Step, Epoch, StepInEpoch, Samples and Meta).
 func (x *Index) Position(s *State) error {
 	meta := x.Metadata
-	var pos [3]int
-	for i, k := range []string{"step", "epoch", "step_in_epoch"} {
-		v, err := strconv.Atoi(meta[k])
-		if err != nil || v < 0 {
-			return fmt.Errorf("bad %s %q in the index", k, meta[k])
-		}
-		pos[i] = v
+	pos, err := position(meta, "the index")
+	if err != nil {
+		return err
 	}
 	n, err := strconv.ParseInt(meta["samples"], 10, 64)
 	if err != nil || n < 0 {

@@ -257,16 +257,10 @@ func (s *Session) gridInitialState(bench bool) error {
 		return err
 	}
 	if flag[0] == 2 {
-		n := []int64{int64(len(sharded))}
-		if err := s.Job.BcastInt64(n, 0); err != nil {
+		if sharded, err = s.bcastString(sharded); err != nil {
 			return err
 		}
-		b := make([]byte, n[0])
-		copy(b, sharded)
-		if err := s.Job.BcastBytes(b, 0); err != nil {
-			return err
-		}
-		return s.resumeShardsOnGrid(string(b))
+		return s.resumeShardsOnGrid(sharded)
 	}
 	if flag[0] == 0 {
 		if s.Job.Rank() == 0 {

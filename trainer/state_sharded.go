@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"train/checkpoint"
@@ -64,10 +63,7 @@ func (s *Session) saveSharded() error {
 	}
 	x := &checkpoint.Index{Metadata: maps.Clone(meta), Files: map[string]checkpoint.FileInfo{}}
 	st := &s.State
-	x.Metadata["step"] = strconv.Itoa(st.Step)
-	x.Metadata["epoch"] = strconv.Itoa(st.Epoch)
-	x.Metadata["step_in_epoch"] = strconv.Itoa(st.StepInEpoch)
-	x.Metadata["samples"] = strconv.FormatInt(st.Samples, 10)
+	checkpoint.SetPosition(x.Metadata, st)
 	optim := slices.Sorted(maps.Keys(st.Optim))
 	for k, r := range ranks {
 		lay := s.Model.Params
@@ -100,6 +96,14 @@ func (s *Session) resumeShardsOnGrid(path string) error {
 	if s.W.Rank() == 0 {
 		err = checkpoint.LoadShards(path, s.Model.Params, &s.State)
 	}
+	return s.placeResumed(path, err)
+}
+
+// placeResumed ends a resume from the sharded checkpoint at path, which
+// this rank read with err: rank 0 describes the run and places it (the
+// schedule, the log), every rank agrees on any error, and every rank
+// takes rank 0's position.
+func (s *Session) placeResumed(path string, err error) error {
 	if s.Job.Rank() == 0 {
 		s.describeModel()
 		if err == nil {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -132,19 +131,7 @@ func (s *Session) scatterOptim(whole map[string][]float32) error {
 func (s *Session) resumeZeroShards(path string) error {
 	z := s.zero
 	err := checkpoint.LoadRange(path, s.Model.Params, &s.State, z.lo, z.hi)
-	if s.Job.Rank() == 0 {
-		s.describeModel()
-		if err == nil {
-			err = s.resumed(path)
-		}
-	}
-	if err := Agree(s.Job, err); err != nil {
-		return err
-	}
-	if s.Job.Rank() == 0 {
-		s.recordStart()
-	}
-	if err := s.bcastPosition(s.Job); err != nil {
+	if err := s.placeResumed(path, err); err != nil {
 		return err
 	}
 	if z.stage == 3 {
@@ -235,10 +222,7 @@ func (s *Session) saveZeroSharded() error {
 		return nil
 	}
 	x := &checkpoint.Index{Metadata: maps.Clone(meta), Files: map[string]checkpoint.FileInfo{}}
-	x.Metadata["step"] = strconv.Itoa(st.Step)
-	x.Metadata["epoch"] = strconv.Itoa(st.Epoch)
-	x.Metadata["step_in_epoch"] = strconv.Itoa(st.StepInEpoch)
-	x.Metadata["samples"] = strconv.FormatInt(st.Samples, 10)
+	checkpoint.SetPosition(x.Metadata, &st)
 	optim := slices.Sorted(maps.Keys(st.Optim))
 	layouts := map[int]*model.Params{}
 	for r := range j.Size() {
