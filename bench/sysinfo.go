@@ -8,8 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/blas32"
+	"train/model"
 )
 
 // PeakRSS is this process's peak resident memory in bytes (VmHWM), 0 if
@@ -57,9 +56,10 @@ func MemcpyGBs(scratch []float32, size int) float64 {
 	return best
 }
 
-// SgemmGFLOPs measures the installed blas32 implementation's SGEMM on
-// n x n x n matrices, best of three, in GFLOP/s: the yardstick a model's
-// achieved FLOP rate is compared with.
+// SgemmGFLOPs measures SGEMM as the model runs it (model.Sgemm: the
+// installed blas32 implementation on the rank's threads) on n x n x n
+// matrices, best of three, in GFLOP/s: the yardstick a model's achieved
+// FLOP rate is compared with.
 func SgemmGFLOPs(n int) float64 {
 	a := make([]float32, n*n)
 	b := make([]float32, n*n)
@@ -67,11 +67,10 @@ func SgemmGFLOPs(n int) float64 {
 	for i := range a {
 		a[i], b[i] = 1e-3, 2e-3
 	}
-	impl := blas32.Implementation()
 	best := 0.0
 	for range 3 {
 		t := time.Now()
-		impl.Sgemm(blas.NoTrans, blas.NoTrans, n, n, n, 1, a, n, b, n, 0, c, n)
+		model.Sgemm(false, false, n, n, n, 1, a, n, b, n, 0, c, n)
 		if g := 2 * float64(n) * float64(n) * float64(n) / time.Since(t).Seconds() / 1e9; g > best {
 			best = g
 		}

@@ -24,15 +24,15 @@ type BasicBlock struct {
 
 // NewBasicBlock builds a block from (h, w, inC) to (h/stride, w/stride,
 // outC).
-func NewBasicBlock(p *Params, scr *scratch, mode *Mode, prefix string, inC, h, w, outC, stride int) *BasicBlock {
+func NewBasicBlock(p *Params, mode *Mode, prefix string, inC, h, w, outC, stride int) *BasicBlock {
 	b := &BasicBlock{}
-	b.conv1 = NewConv2D(p, scr, prefix+".conv1", inC, h, w, outC, 3, stride, 1, false)
+	b.conv1 = NewConv2D(p, prefix+".conv1", inC, h, w, outC, 3, stride, 1, false)
 	oh, ow := b.conv1.outH, b.conv1.outW
 	b.bn1 = NewBatchNorm2d(p, mode, prefix+".bn1", outC, oh, ow).WithReLU()
-	b.conv2 = NewConv2D(p, scr, prefix+".conv2", outC, oh, ow, outC, 3, 1, 1, false)
+	b.conv2 = NewConv2D(p, prefix+".conv2", outC, oh, ow, outC, 3, 1, 1, false)
 	b.bn2 = NewBatchNorm2d(p, mode, prefix+".bn2", outC, oh, ow)
 	if stride != 1 || inC != outC {
-		b.scConv = NewConv2D(p, scr, prefix+".shortcut.0", inC, h, w, outC, 1, stride, 0, false)
+		b.scConv = NewConv2D(p, prefix+".shortcut.0", inC, h, w, outC, 1, stride, 0, false)
 		b.scBN = NewBatchNorm2d(p, mode, prefix+".shortcut.1", outC, oh, ow)
 	}
 	b.in, b.out = h*w*inC, oh*ow*outC
@@ -101,16 +101,12 @@ func (b *BasicBlock) Backward(dx, dy, x, y []float32, n int) {
 		}
 		b.scConv.Backward(b.dxs, b.t2, x, b.s1, n)
 		b.conv1.Backward(dx, b.t1, x, b.c1, n)
-		for i, v := range b.dxs[:n*b.in] {
-			dx[i] += v
-		}
+		add(dx, dx, b.dxs, n*b.in)
 		return
 	}
 	b.conv1.Backward(dx, b.t1, x, b.c1, n)
 	if dx != nil {
-		for i, v := range g {
-			dx[i] += v
-		}
+		add(dx, dx, g, o)
 	}
 }
 

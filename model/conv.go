@@ -1,5 +1,10 @@
 package model
 
+/*
+#include "kernels.h"
+*/
+import "C"
+
 import (
 	"math"
 	"math/rand/v2"
@@ -25,13 +30,12 @@ type Conv2D struct {
 	k, stride, pad   int
 	wt, dwt          []float32 // weight and its gradient as (outC, k, k, inC)
 	wflip            []float32 // stride 1: the flipped kernel as (k, k, outC, inC), for dx
-	scr              *scratch
 }
 
 // NewConv2D registers prefix.weight (outC, inC, k, k) and, with bias,
 // prefix.bias (outC).
-func NewConv2D(p *Params, scr *scratch, prefix string, inC, inH, inW, outC, k, stride, pad int, bias bool) *Conv2D {
-	c := &Conv2D{p: p, bias: bias, inC: inC, inH: inH, inW: inW, outC: outC, k: k, stride: stride, pad: pad, scr: scr}
+func NewConv2D(p *Params, prefix string, inC, inH, inW, outC, k, stride, pad int, bias bool) *Conv2D {
+	c := &Conv2D{p: p, bias: bias, inC: inC, inH: inH, inW: inW, outC: outC, k: k, stride: stride, pad: pad}
 	c.outH = (inH+2*pad-k)/stride + 1
 	c.outW = (inW+2*pad-k)/stride + 1
 	c.W = p.Add(prefix+".weight", outC, inC, k, k)
@@ -90,89 +94,18 @@ func (c *Conv2D) permute() {
 	}
 }
 
-// im2col fills cols (n*outH*outW, kdim) from x.
-func (c *Conv2D) im2col(cols, x []float32, n int) {
-	im2col(cols, x, n, c.inC, c.inH, c.inW, c.k, c.stride, c.pad, c.outH, c.outW)
+// shape is the convolution of n images, for the C passes.
+func (c *Conv2D) shape(n int) *C.struct_k_conv_shape {
+	z := func(v int) C.size_t { return C.size_t(v) }
+	return &C.struct_k_conv_shape{n: z(n), c: z(c.inC), h: z(c.inH), w: z(c.inW), o: z(c.outC), oh: z(c.outH), ow: z(c.outW), k: z(c.k), stride: z(c.stride), pad: z(c.pad)}
 }
 
-// col2im adds dcols (n*outH*outW, kdim) into dx, the inverse scatter,
-// a kernel row at a time where it lies inside the image.
-func (c *Conv2D) col2im(dx, dcols []float32, n int) {
-	K, C, k := c.kdim(), c.inC, c.k
-	kc := k * C
-	row := 0
-	for b := range n {
-		img := dx[b*c.InSize() : (b+1)*c.InSize()]
-		for oh := range c.outH {
-			for ow := range c.outW {
-				r := dcols[row*K : (row+1)*K]
-				iw0 := ow*c.stride - c.pad
-				inside := iw0 >= 0 && iw0+k <= c.inW
-				for i := range k {
-					ih := oh*c.stride - c.pad + i
-					if ih < 0 || ih >= c.inH {
-						continue
-					}
-					s := r[i*kc : (i+1)*kc]
-					if inside {
-						d := img[(ih*c.inW+iw0)*C : (ih*c.inW+iw0+k)*C]
-						for q, v := range s {
-							d[q] += v
-						}
-						continue
-					}
-					for j := range k {
-						iw := iw0 + j
-						if iw < 0 || iw >= c.inW {
-							continue
-						}
-						d := img[(ih*c.inW+iw)*C : (ih*c.inW+iw+1)*C]
-						for ch, v := range s[j*C : (j+1)*C] {
-							d[ch] += v
-						}
-					}
-				}
-				row++
-			}
-		}
-	}
-}
-
-// chunkBytes bounds the im2col matrix of one GEMM: the batch is cut into
-// chunks of images whose matrix fits the core's L2 cache, so the GEMM
-// reads back what im2col just wrote instead of a matrix of tens of MB
-// streamed through DRAM twice. Measured on ResNet-20 (see BENCHMARKS.md).
-var chunkBytes = 1 << 20
-
-// chunk is the number of images per im2col chunk, at least one.
-func chunk(perImage int) int {
-	return max(1, chunkBytes/(4*perImage))
-}
-
-// cols builds the im2col matrix of images [b0, b1) of x in the model's
-// shared scratch. Backward builds it again rather than keeping one per
-// layer: measured, one buffer that stays in cache beats 19 read back from
-// DRAM.
-func (c *Conv2D) cols(x []float32, b0, b1 int) []float32 {
-	if c.direct() {
-		return x[b0*c.InSize() : b1*c.InSize()]
-	}
-	cols := c.scr.get((b1 - b0) * c.outH * c.outW * c.kdim())
-	c.im2col(cols, x[b0*c.InSize():b1*c.InSize()], b1-b0)
-	return cols
-}
-
-// step is the number of images per chunk of this layer's im2col.
-func (c *Conv2D) step() int {
-	if c.direct() {
-		return 1 << 30
-	}
-	return chunk(c.outH * c.outW * c.kdim())
-}
-
-// Forward: y (n, outH, outW, outC) = conv(x (n, inH, inW, inC)).
+// Forward: y (n, outH, outW, outC) = conv(x (n, inH, inW, inC)): im2col
+// and one SGEMM per part of the batch, across the rank's threads (par.c).
 func (c *Conv2D) Forward(y, x []float32, n int) {
-	K, P := c.kdim(), c.outH*c.outW
+	P := c.outH * c.outW
+	need(n*c.OutSize(), y)
+	need(n*c.InSize(), x)
 	c.permute()
 	beta := float32(0)
 	if c.bias {
@@ -182,26 +115,26 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 		}
 		beta = 1
 	}
-	for b0 := 0; b0 < n; b0 += c.step() {
-		b1 := min(n, b0+c.step())
-		cols := c.cols(x, b0, b1)
-		sgemm(false, true, (b1-b0)*P, c.outC, K, 1, cols, K, c.wt, K, beta, y[b0*P*c.outC:], c.outC)
+	if n == 0 {
+		return
 	}
+	useBLAS()
+	C.k_conv_forward(c.shape(n), f32(y), f32(x), f32(c.wt), C.float(beta))
 }
 
-// Backward: dW += dy^T cols (permuted back), db += column sums of dy, and
-// unless dx is nil, dx = col2im(dy W).
+// Backward: dW += dy^T cols (permuted back; each part of the batch's
+// product, summed in part order), db += column sums of dy, and unless dx
+// is nil, dx = col2im(dy W).
 func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
-	rows, K, P := n*c.outH*c.outW, c.kdim(), c.outH*c.outW
-	for b0 := 0; b0 < n; b0 += c.step() {
-		b1 := min(n, b0+c.step())
-		cols := c.cols(x, b0, b1)
-		beta := float32(1)
-		if b0 == 0 {
-			beta = 0
-		}
-		sgemm(true, false, c.outC, K, (b1-b0)*P, 1, dy[b0*P*c.outC:], c.outC, cols, K, beta, c.dwt, K)
+	rows := n * c.outH * c.outW
+	need(n*c.OutSize(), dy)
+	need(n*c.InSize(), x)
+	if n == 0 {
+		return
 	}
+	useBLAS()
+	s := c.shape(n)
+	C.k_conv_dw(s, f32(c.dwt), f32(dy), f32(x))
 	dw := c.W.Of(c.p.Grad)
 	kk := c.k * c.k
 	for o := range c.outC {
@@ -224,24 +157,16 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 	if dx == nil {
 		return
 	}
-	if c.direct() {
-		sgemm(false, false, rows, K, c.outC, 1, dy, c.outC, c.wt, K, 0, dx, K)
-		return
-	}
+	need(n*c.InSize(), dx)
+	var wflip *C.float
 	if c.wflip != nil {
-		c.backwardStride1(dx, dy, n)
-		return
+		c.flip()
+		wflip = f32(c.wflip)
 	}
-	clear(dx[:n*c.InSize()])
-	for b0 := 0; b0 < n; b0 += c.step() {
-		b1 := min(n, b0+c.step())
-		dcols := c.scr.get((b1 - b0) * P * K)
-		sgemm(false, false, (b1-b0)*P, K, c.outC, 1, dy[b0*P*c.outC:], c.outC, c.wt, K, 0, dcols, K)
-		c.col2im(dx[b0*c.InSize():b1*c.InSize()], dcols, b1-b0)
-	}
+	C.k_conv_dx(s, f32(dx), f32(dy), f32(c.wt), wflip)
 }
 
-// backwardStride1 computes dx of a stride-1 convolution as the forward
+// flip sets wflip for a stride-1 convolution's dx, the forward
 // convolution of dy with the flipped kernel and padding k-1-pad:
 //
 //	dx[p, c] = sum over i, j, o of dy[p + pad - (i, j), o] W[o, c, i, j]
@@ -251,24 +176,16 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 // col2im scatter-add after it, this gathers instead of scattering (no
 // clearing of dx), and its GEMM's inner dimension is k*k*outC instead of
 // outC.
-func (c *Conv2D) backwardStride1(dx, dy []float32, n int) {
-	k, O, C := c.k, c.outC, c.inC
+func (c *Conv2D) flip() {
+	k, O, I := c.k, c.outC, c.inC
 	w := c.W.Of(c.p.Data)
 	for o := range O {
-		for ch := range C {
+		for ch := range I {
 			for i := range k {
 				for j := range k {
-					c.wflip[((k-1-i)*k+(k-1-j))*O*C+o*C+ch] = w[((o*C+ch)*k+i)*k+j]
+					c.wflip[((k-1-i)*k+(k-1-j))*O*I+o*I+ch] = w[((o*I+ch)*k+i)*k+j]
 				}
 			}
 		}
-	}
-	kd, P := k*k*O, c.inH*c.inW
-	step := chunk(P * kd)
-	for b0 := 0; b0 < n; b0 += step {
-		b1 := min(n, b0+step)
-		cols := c.scr.get((b1 - b0) * P * kd)
-		im2col(cols, dy[b0*c.OutSize():b1*c.OutSize()], b1-b0, O, c.outH, c.outW, k, 1, k-1-c.pad, c.inH, c.inW)
-		sgemm(false, false, (b1-b0)*P, C, kd, 1, cols, kd, c.wflip, C, 0, dx[b0*P*C:], C)
 	}
 }

@@ -29,7 +29,7 @@ func TestConv2DGrad(t *testing.T) {
 		{"1x1 stride 2", 3, 5, 4, 2, 1, 2, 0, false},
 	} {
 		p := &Params{}
-		c := NewConv2D(p, &scratch{}, "c", tc.inC, tc.h, tc.w, tc.outC, tc.k, tc.stride, tc.pad, tc.bias)
+		c := NewConv2D(p, "c", tc.inC, tc.h, tc.w, tc.outC, tc.k, tc.stride, tc.pad, tc.bias)
 		p.Alloc()
 		randParams(p, 3)
 		x := make([]float32, 2*c.InSize())
@@ -42,7 +42,7 @@ func TestConv2DGrad(t *testing.T) {
 // PyTorch's NCHW indexing, to pin the NHWC layout and weight permutation.
 func TestConv2DForward(t *testing.T) {
 	p := &Params{}
-	c := NewConv2D(p, &scratch{}, "c", 2, 4, 3, 3, 3, 2, 1, true)
+	c := NewConv2D(p, "c", 2, 4, 3, 3, 3, 2, 1, true)
 	p.Alloc()
 	randParams(p, 7)
 	const n = 2
@@ -158,7 +158,7 @@ func TestBasicBlockGrad(t *testing.T) {
 	}{{"identity", 3, 3, 1}, {"projection", 2, 4, 2}} {
 		p := &Params{}
 		mode := &Mode{Training: true}
-		b := NewBasicBlock(p, &scratch{}, mode, "blk", tc.inC, 4, 4, tc.outC, tc.stride)
+		b := NewBasicBlock(p, mode, "blk", tc.inC, 4, 4, tc.outC, tc.stride)
 		p.Alloc()
 		b.init(rand.New(rand.NewPCG(16, 17)))
 		// Random BN affine parameters too, so their gradients matter.

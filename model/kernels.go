@@ -32,13 +32,15 @@ func need(n int, vs ...[]float32) {
 	}
 }
 
+// The wrappers below run their pass across the rank's threads (par.c).
+
 // bnStats adds per-channel sums of x and x*x to s[:C] and s[C:2C].
 func bnStats(x []float32, rows, c int, s []float64) {
 	need(rows*c, x)
 	if len(s) < 2*c {
 		panic("model: kernel buffer too short")
 	}
-	C.k_bn_stats(f32(x), C.size_t(rows), C.size_t(c), f64(s))
+	C.k_bn_stats_par(f32(x), C.size_t(rows), C.size_t(c), f64(s))
 }
 
 // affine sets y = (x-mean)*scale + beta per channel over rows of c
@@ -47,7 +49,7 @@ func bnStats(x []float32, rows, c int, s []float64) {
 func affine(y, x, mean, scale, beta []float32, rows, c int, relu bool) {
 	need(rows*c, y, x)
 	need(c, mean, scale, beta)
-	C.k_affine(f32(y), f32(x), f32(mean), f32(scale), f32(beta), C.size_t(rows), C.size_t(c), cbool(relu))
+	C.k_affine_par(f32(y), f32(x), f32(mean), f32(scale), f32(beta), C.size_t(rows), C.size_t(c), cbool(relu))
 }
 
 // bnGradSums adds per-channel sums of d and d*xhat to s[:C] and s[C:2C],
@@ -62,7 +64,7 @@ func bnGradSums(x, dy, y []float32, rows, c int, mhi, mlo, invstd []float32, rel
 	if len(s) < 2*c {
 		panic("model: kernel buffer too short")
 	}
-	C.k_bn_grad_sums(f32(x), f32(dy), f32(y), C.size_t(rows), C.size_t(c), f32(mhi), f32(mlo), f32(invstd), cbool(relu), f64(s))
+	C.k_bn_grad_sums_par(f32(x), f32(dy), f32(y), C.size_t(rows), C.size_t(c), f32(mhi), f32(mlo), f32(invstd), cbool(relu), f64(s))
 }
 
 // bnDx sets dx = a*d + b*(x-mean) + k per channel, d being dy masked by
@@ -73,19 +75,19 @@ func bnDx(dx, dy, x, y []float32, rows, c int, mean, a, b, k []float32, relu boo
 		need(rows*c, y)
 	}
 	need(c, mean, a, b, k)
-	C.k_bn_dx(f32(dx), f32(dy), f32(x), f32(y), C.size_t(rows), C.size_t(c), f32(mean), f32(a), f32(b), f32(k), cbool(relu))
+	C.k_bn_dx_par(f32(dx), f32(dy), f32(x), f32(y), C.size_t(rows), C.size_t(c), f32(mean), f32(a), f32(b), f32(k), cbool(relu))
 }
 
 // addReLU sets y = max(a+b, 0) over n values.
 func addReLU(y, a, b []float32, n int) {
 	need(n, y, a, b)
-	C.k_add_relu(f32(y), f32(a), f32(b), C.size_t(n))
+	C.k_add_relu_par(f32(y), f32(a), f32(b), C.size_t(n))
 }
 
 // reluMask sets g = dy where y > 0, else 0, over n values.
 func reluMask(g, dy, y []float32, n int) {
 	need(n, g, dy, y)
-	C.k_relu_mask(f32(g), f32(dy), f32(y), C.size_t(n))
+	C.k_relu_mask_par(f32(g), f32(dy), f32(y), C.size_t(n))
 }
 
 // im2col fills cols (n*oh*ow, k*k*ch) from x (n, h, w, ch), NHWC, for a

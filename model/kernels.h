@@ -30,3 +30,33 @@ void k_colsum(float *db, const float *dy, size_t rows, size_t C);
 void k_add(float *y, const float *a, const float *b, size_t n);
 void k_embed(float *y, const float *ids, const float *wte, const float *wpe, size_t rows, size_t T, size_t C);
 void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T, size_t C);
+
+// The thread pool and the passes that run on it (par.c).
+int k_set_threads(int n);
+void k_set_sgemm(void *f);
+void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+              const float *b, size_t ldb, float beta, float *c, size_t ldc);
+void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
+             size_t ldb, float beta, float *c, size_t ldc);
+void k_affine_par(float *y, const float *x, const float *mean, const float *scale, const float *beta, size_t rows,
+                  size_t C, int relu);
+void k_bn_dx_par(float *dx, const float *dy, const float *x, const float *y, size_t rows, size_t C, const float *mean,
+                 const float *a, const float *b, const float *k, int relu);
+void k_add_relu_par(float *y, const float *a, const float *b, size_t n);
+void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n);
+void k_add_par(float *y, const float *a, const float *b, size_t n);
+void k_gelu_par(float *y, const float *x, size_t n);
+void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n);
+void k_bn_stats_par(const float *x, size_t rows, size_t C, double *s);
+void k_bn_grad_sums_par(const float *x, const float *dy, const float *y, size_t rows, size_t C, const float *mhi,
+                        const float *mlo, const float *invstd, int relu, double *s);
+
+// A convolution's shape: n images (h, w, c) to (oh, ow, o), a k x k
+// kernel with stride and zero padding.
+struct k_conv_shape {
+	size_t n, c, h, w, o, oh, ow, k, stride, pad;
+};
+size_t k_conv_part(size_t n, size_t per_image);
+void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);
+void k_conv_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x);
+void k_conv_dx(const struct k_conv_shape *s, float *dx, const float *dy, const float *wt, const float *wflip);

@@ -51,14 +51,14 @@ func xent(d, logits []float32, labels []int32, rows, classes int, scale float32)
 func gelu(y, x []float32, n int) {
 	need(n, y, x)
 	if n > 0 {
-		C.k_gelu(f32(y), f32(x), C.size_t(n))
+		C.k_gelu_par(f32(y), f32(x), C.size_t(n))
 	}
 }
 
 func geluBackward(dx, dy, x []float32, n int) {
 	need(n, dx, dy, x)
 	if n > 0 {
-		C.k_gelu_backward(f32(dx), f32(dy), f32(x), C.size_t(n))
+		C.k_gelu_backward_par(f32(dx), f32(dy), f32(x), C.size_t(n))
 	}
 }
 
@@ -117,9 +117,7 @@ func colSum(db, dy []float32, rows, c int) {
 // add sets y = a + b over n values.
 func add(y, a, b []float32, n int) {
 	need(n, y, a, b)
-	if n > 0 {
-		C.k_add(f32(y), f32(a), f32(b), C.size_t(n))
-	}
+	C.k_add_par(f32(y), f32(a), f32(b), C.size_t(n))
 }
 
 // embed sets y (rows, c) to the token rows of wte the ids name plus the

@@ -36,17 +36,6 @@ type Mode struct {
 	TensorReduce func([]float32)
 }
 
-// scratch is memory layers borrow for the length of one call (the im2col
-// matrix), shared by all layers of a model so it is sized by the largest.
-type scratch struct{ buf []float32 }
-
-func (s *scratch) get(n int) []float32 {
-	if cap(s.buf) < n {
-		s.buf = make([]float32, n)
-	}
-	return s.buf[:n]
-}
-
 // flopCounter is a layer that reports its matrix-multiply work per sample:
 // forward, the weight gradient, and the input gradient.
 type flopCounter interface {

@@ -47,7 +47,6 @@ type Model struct {
 	// Mode is shared with the layers: training or evaluation, and the
 	// cross-replica reduction of synchronised BatchNorm.
 	Mode      *Mode
-	scr       *scratch
 	part      Part        // what of the network this model holds (part.go)
 	all       []Layer     // every layer of the network, held or not (Init draws them all)
 	regAt     []int       // per layer of all: its first tensor in Params.Registered (and one past the last)
@@ -66,7 +65,7 @@ func Build(cfg Config) (*Model, error) { return BuildPart(cfg, Part{}) }
 // BuildPart constructs the part of the network cfg describes that part
 // holds (part.go), with zero parameters.
 func BuildPart(cfg Config, part Part) (*Model, error) {
-	m, err := layout(cfg, part, &Params{}, &Mode{Training: true}, &scratch{})
+	m, err := layout(cfg, part, &Params{}, &Mode{Training: true})
 	if err != nil {
 		return nil, err
 	}
@@ -77,8 +76,8 @@ func BuildPart(cfg Config, part Part) (*Model, error) {
 // layout constructs the layers of cfg into p (registering their tensors,
 // or when p is allocated replaying its registrations), holding those of
 // part.
-func layout(cfg Config, part Part, p *Params, mode *Mode, scr *scratch) (*Model, error) {
-	m := &Model{Config: cfg, Params: p, Mode: mode, scr: scr, positions: 1, part: part}
+func layout(cfg Config, part Part, p *Params, mode *Mode) (*Model, error) {
+	m := &Model{Config: cfg, Params: p, Mode: mode, positions: 1, part: part}
 	if !p.alloced {
 		p.held = func() bool { return part.holds(len(m.all)) }
 	}
@@ -133,7 +132,7 @@ func (m *Model) buildCNN() {
 	m.add(NewToNHWC(c, h, w), p.Len())
 	for i, out := range []int{32, 64} {
 		before := p.Len()
-		m.add(NewConv2D(p, m.scr, fmt.Sprintf("conv%d", i+1), c, h, w, out, 5, 1, 2, true), before)
+		m.add(NewConv2D(p, fmt.Sprintf("conv%d", i+1), c, h, w, out, 5, 1, 2, true), before)
 		m.add(NewReLU(h*w*out), p.Len())
 		m.add(NewMaxPool2d(out, h, w, 2), p.Len())
 		c, h, w = out, h/2, w/2
@@ -156,7 +155,7 @@ func (m *Model) buildResNet() {
 	p := m.Params
 	m.add(NewToNHWC(c, h, w), p.Len())
 	before := p.Len()
-	m.add(NewConv2D(p, m.scr, "conv1", c, h, w, 16, 3, 1, 1, false), before)
+	m.add(NewConv2D(p, "conv1", c, h, w, 16, 3, 1, 1, false), before)
 	before = p.Len()
 	m.add(NewBatchNorm2d(p, m.Mode, "bn1", 16, h, w).WithReLU(), before)
 	c = 16
@@ -168,7 +167,7 @@ func (m *Model) buildResNet() {
 				stride = 2
 			}
 			before := p.Len()
-			blk := NewBasicBlock(p, m.scr, m.Mode, fmt.Sprintf("layer%d.%d", stage+1, i), c, h, w, out, stride)
+			blk := NewBasicBlock(p, m.Mode, fmt.Sprintf("layer%d.%d", stage+1, i), c, h, w, out, stride)
 			m.add(blk, before)
 			c, h, w = out, (h+2-3)/stride+1, (w+2-3)/stride+1
 		}

@@ -49,7 +49,7 @@ func Layout(cfg Config) (*Model, error) { return LayoutPart(cfg, Part{}) }
 // LayoutPart is part of the network without storage: its tensors' names
 // and offsets (a checkpoint gathered from the parts places them by it).
 func LayoutPart(cfg Config, part Part) (*Model, error) {
-	return layout(cfg, part, &Params{}, &Mode{Training: true}, &scratch{})
+	return layout(cfg, part, &Params{}, &Mode{Training: true})
 }
 
 // LayerCost is layer i's estimated training work per sample: its matrix
@@ -192,7 +192,7 @@ func joinInts(v []int) string {
 // pipeline stage keeps one per micro-batch in flight.
 func (m *Model) Replica() *Model {
 	m.Params.Replay()
-	r, err := layout(m.Config, m.part, m.Params, m.Mode, m.scr)
+	r, err := layout(m.Config, m.part, m.Params, m.Mode)
 	m.Params.EndReplay()
 	if err != nil {
 		panic("model: a replica of a built model: " + err.Error())

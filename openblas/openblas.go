@@ -77,6 +77,18 @@ func Load(path string, threads int) (Info, error) {
 	}, nil
 }
 
+// CblasSgemm is the loaded library's cblas_sgemm, for C code that calls
+// it directly (the model's thread pool, which holds OpenBLAS to one
+// thread and cuts the products itself); nil before Load succeeds.
+func CblasSgemm() unsafe.Pointer {
+	mu.Lock()
+	defer mu.Unlock()
+	if !loaded {
+		return nil
+	}
+	return C.ob_sgemm_ptr()
+}
+
 // Implementation is gonum's pure-Go blas.Float32 with Sgemm from OpenBLAS.
 // Use it only after Load succeeded.
 type Implementation struct{ gonum.Implementation }

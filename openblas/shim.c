@@ -40,6 +40,7 @@ void ob_sgemm(int transA, int transB, int m, int n, int k, float alpha, const fl
 	        a, lda, b, ldb, beta, c, ldc);
 }
 
+void *ob_sgemm_ptr(void) { return (void *)p_sgemm; }
 void ob_set_threads(int n) { p_set_threads(n); }
 int ob_get_threads(void) { return p_get_threads(); }
 const char *ob_corename(void) { return p_corename ? p_corename() : "unknown"; }

@@ -421,9 +421,11 @@ func checkWritable(dir string) error {
 	return os.Remove(f.Name())
 }
 
-// loadBLAS puts OpenBLAS behind the model's matrix products, with threads
-// from --threads or the cores this rank may use, and describes the
-// outcome; without the library the pure-Go gonum BLAS stays.
+// loadBLAS sizes the model's thread pool from --threads or the cores this
+// rank may use, puts OpenBLAS behind the model's matrix products with one
+// thread of its own (the pool cuts the products across the threads:
+// model/par.go), and describes the outcome; without the library the
+// pure-Go gonum BLAS stays.
 func (s *Session) loadBLAS() string {
 	threads := s.Cfg.Device.Threads
 	if threads == 0 {
@@ -435,11 +437,12 @@ func (s *Session) loadBLAS() string {
 	}
 	// --openblas names another build of the library (a path or a soname);
 	// a name that does not load keeps gonum.
-	info, err := openblas.Load(s.Cfg.Device.OpenBLAS, threads)
+	model.SetThreads(threads)
+	info, err := openblas.Load(s.Cfg.Device.OpenBLAS, 1)
 	if err != nil {
-		return fmt.Sprintf("blas: gonum (pure Go; %v)", err)
+		return fmt.Sprintf("blas: gonum (pure Go; %v), %d thread(s) per rank", err, threads)
 	}
-	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank", info.Core, info.Threads)
+	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank", info.Core, threads)
 }
 
 // observeBucket tells the hooks that watch buckets of one reduced (from

@@ -1,0 +1,581 @@
+// The rank's one pool of compute threads (--threads), and the parallel
+// passes that run on it. Why C threads and not goroutines: measured, two
+// goroutines each making short cgo calls (an im2col, a 100 us SGEMM) ran
+// 1.3 to 1.6 times slower per thread than alone, while the same calls
+// from two pthreads ran at full speed: with every P inside cgo, the Go
+// scheduler hands a P to a spinning M that takes a core from the
+// computation. Here Go makes one cgo call per pass and the threads below
+// are invisible to it.
+//
+// OpenBLAS is held to one thread (trainer's loadBLAS) and each part calls
+// it on its own share: one pool, never two fighting over the cores.
+//
+// Reductions (a weight gradient over the images, BatchNorm's sums) are
+// cut into parts by the data's shape alone and summed in part order, so a
+// result does not depend on the thread count.
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "kernels.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VEC __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define PAUSE() __builtin_ia32_pause()
+#else
+#define VEC
+#define PAUSE() ((void)0)
+#endif
+
+// ---- SGEMM: OpenBLAS's cblas_sgemm when loaded, else a plain loop ----
+
+typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                         int lda, const float *b, int ldb, float beta, float *c, int ldc);
+static sgemm_fn blas;
+
+void k_set_sgemm(void *f) { blas = (sgemm_fn)f; }
+
+// gemm_ref is row-major C = alpha op(A) op(B) + beta C, for a process
+// without OpenBLAS (as slow as gonum's pure Go, which it replaces here).
+VEC static void gemm_ref(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a,
+                         size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+	for (size_t i = 0; i < m; i++) {
+		float *ci = c + i * ldc;
+		if (beta == 0)
+			memset(ci, 0, n * sizeof(float));
+		else if (beta != 1)
+			for (size_t j = 0; j < n; j++) ci[j] *= beta;
+		for (size_t p = 0; p < k; p++) {
+			float av = alpha * (ta ? a[p * lda + i] : a[i * lda + p]);
+			if (tb)
+				for (size_t j = 0; j < n; j++) ci[j] += av * b[j * ldb + p];
+			else
+				for (size_t j = 0; j < n; j++) ci[j] += av * b[p * ldb + j];
+		}
+	}
+}
+
+void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+              const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+	if (m == 0 || n == 0) return;
+	if (blas)
+		blas(101, ta ? 112 : 111, tb ? 112 : 111, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb,
+		     beta, c, (int)ldc);
+	else
+		gemm_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// ---- the pool ----
+
+#define MAXT 256
+// SPIN: pauses a worker waits for the next pass before sleeping (tens of
+// microseconds: the gap between a network's passes), so that a pass
+// starts without a futex wake-up on each thread.
+#define SPIN 4000
+
+typedef void (*task_fn)(void *ctx, size_t lo, size_t hi, int w);
+
+static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER; // one pass at a time
+static int nthreads = 1, created = 0;
+static _Atomic unsigned gen, left;
+static task_fn cur_fn;
+static void *cur_ctx;
+static size_t cur_units;
+static int cur_T;
+static unsigned start_gen[MAXT];
+
+static void fwait(_Atomic unsigned *a, unsigned v) {
+	syscall(SYS_futex, (unsigned *)a, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+}
+static void fwake(_Atomic unsigned *a) { syscall(SYS_futex, (unsigned *)a, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0); }
+
+static void *worker(void *arg) {
+	int w = (int)(intptr_t)arg;
+	unsigned seen = start_gen[w];
+	for (;;) {
+		unsigned g;
+		int spins = 0;
+		while ((g = atomic_load(&gen)) == seen) {
+			if (++spins < SPIN)
+				PAUSE();
+			else
+				fwait(&gen, seen);
+		}
+		seen = g;
+		if (w < cur_T) {
+			size_t lo = cur_units * w / cur_T, hi = cur_units * (w + 1) / cur_T;
+			cur_fn(cur_ctx, lo, hi, w);
+		}
+		if (atomic_fetch_sub(&left, 1) == 1) fwake(&left);
+	}
+	return NULL;
+}
+
+// k_set_threads sizes the pool to n threads (the caller's and n-1
+// workers); it returns the size it got (workers that fail to start leave
+// fewer).
+int k_set_threads(int n) {
+	if (n < 1) n = 1;
+	if (n > MAXT) n = MAXT;
+	pthread_mutex_lock(&busy);
+	while (created < n - 1) {
+		int w = created + 1;
+		start_gen[w] = atomic_load(&gen);
+		pthread_t t;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		int err = pthread_create(&t, &at, worker, (void *)(intptr_t)w);
+		pthread_attr_destroy(&at);
+		if (err) break;
+		created++;
+	}
+	nthreads = n <= created + 1 ? n : created + 1;
+	pthread_mutex_unlock(&busy);
+	return nthreads;
+}
+
+// run cuts [0, units) into at most nthreads contiguous parts and runs
+// fn(ctx, lo, hi, w) on each at once, the caller taking part 0. Tasks
+// must not call run.
+static void run(size_t units, task_fn fn, void *ctx) {
+	if (units == 0) return;
+	pthread_mutex_lock(&busy);
+	int T = (size_t)nthreads < units ? nthreads : (int)units;
+	if (T <= 1 || created == 0) {
+		fn(ctx, 0, units, 0);
+		pthread_mutex_unlock(&busy);
+		return;
+	}
+	cur_fn = fn, cur_ctx = ctx, cur_units = units, cur_T = T;
+	atomic_store(&left, (unsigned)created);
+	atomic_fetch_add(&gen, 1);
+	fwake(&gen);
+	fn(ctx, 0, units / T, 0);
+	unsigned v;
+	int spins = 0;
+	while ((v = atomic_load(&left)) != 0) {
+		if (++spins < SPIN)
+			PAUSE();
+		else
+			fwait(&left, v);
+	}
+	pthread_mutex_unlock(&busy);
+}
+
+// ---- per-worker scratch and the parts of reductions (grown, kept) ----
+
+static float *scr[MAXT];
+static size_t scr_cap[MAXT];
+
+// scratch is worker w's buffer of n floats (only w calls it).
+static float *scratch(int w, size_t n) {
+	if (scr_cap[w] < n) {
+		free(scr[w]);
+		scr[w] = malloc(n * sizeof(float));
+		if (!scr[w]) abort();
+		scr_cap[w] = n;
+	}
+	return scr[w];
+}
+
+static void *parts;
+static size_t parts_cap;
+
+// partials is the caller's buffer for the parts of one reduction.
+static void *partials(size_t bytes) {
+	if (parts_cap < bytes) {
+		free(parts);
+		parts = malloc(bytes);
+		if (!parts) abort();
+		parts_cap = bytes;
+	}
+	return parts;
+}
+
+// ---- element-wise passes, cut into rows ----
+
+// GRAIN is the fewest values a part of an element-wise pass holds:
+// below it, waking another thread costs more than it saves.
+#define GRAIN 16384
+
+static size_t rows_each(size_t c) { return c >= GRAIN ? 1 : GRAIN / (c ? c : 1); }
+
+// ew carries one pass's arguments to its tasks; u is the rows per part.
+struct ew {
+	float *y;
+	const float *a, *b, *x, *dy, *yr, *mean, *scale, *beta, *k;
+	size_t rows, C, u;
+	int relu;
+	double *s; // reductions: the parts' sums, 2C each
+};
+
+// ROWS sets r0, r1: the rows of parts [lo, hi).
+#define ROWS(e)                                     \
+	size_t r0 = lo * (e)->u, r1 = hi * (e)->u; \
+	if (r1 > (e)->rows) r1 = (e)->rows;        \
+	(void)w
+
+static void ew_run(struct ew *e, size_t rows, size_t C, task_fn fn) {
+	e->rows = rows, e->C = C;
+	if (!e->u) e->u = rows_each(C);
+	run((rows + e->u - 1) / e->u, fn, e);
+}
+
+static void t_affine(void *p, size_t lo, size_t hi, int w) {
+	struct ew *e = p;
+	ROWS(e);
+	size_t C = e->C;
+	k_affine(e->y + r0 * C, e->x + r0 * C, e->mean, e->scale, e->beta, r1 - r0, C, e->relu);
+}
+
+void k_affine_par(float *y, const float *x, const float *mean, const float *scale, const float *beta, size_t rows,
+                  size_t C, int relu) {
+	struct ew e = {.y = y, .x = x, .mean = mean, .scale = scale, .beta = beta, .relu = relu};
+	ew_run(&e, rows, C, t_affine);
+}
+
+static void t_bn_dx(void *p, size_t lo, size_t hi, int w) {
+	struct ew *e = p;
+	ROWS(e);
+	size_t C = e->C;
+	k_bn_dx(e->y + r0 * C, e->dy + r0 * C, e->x + r0 * C, e->relu ? e->yr + r0 * C : e->yr, r1 - r0, C, e->mean, e->a,
+	        e->b, e->k, e->relu);
+}
+
+void k_bn_dx_par(float *dx, const float *dy, const float *x, const float *y, size_t rows, size_t C, const float *mean,
+                 const float *a, const float *b, const float *k, int relu) {
+	struct ew e = {.y = dx, .dy = dy, .x = x, .yr = y, .mean = mean, .a = a, .b = b, .k = k, .relu = relu};
+	ew_run(&e, rows, C, t_bn_dx);
+}
+
+// Flat passes over n values: rows of one.
+static void t_add_relu(void *p, size_t lo, size_t hi, int w) {
+	struct ew *e = p;
+	ROWS(e);
+	k_add_relu(e->y + r0, e->a + r0, e->b + r0, r1 - r0);
+}
+
+void k_add_relu_par(float *y, const float *a, const float *b, size_t n) {
+	struct ew e = {.y = y, .a = a, .b = b, .u = GRAIN};
+	ew_run(&e, n, 1, t_add_relu);
+}
+
+static void t_relu_mask(void *p, size_t lo, size_t hi, int w) {
+	struct ew *e = p;
+	ROWS(e);
+	k_relu_mask(e->y + r0, e->dy + r0, e->yr + r0, r1 - r0);
+}
+
+void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n) {
+	struct ew e = {.y = g, .dy = dy, .yr = y, .u = GRAIN};
+	ew_run(&e, n, 1, t_relu_mask);
+}
+
+static void t_add(void *p, size_t lo, size_t hi, int w) {
+	struct ew *e = p;
+	ROWS(e);
+	k_add(e->y + r0, e->a + r0, e->b + r0, r1 - r0);
+}
+
+void k_add_par(float *y, const float *a, const float *b, size_t n) {
+	struct ew e = {.y = y, .a = a, .b = b, .u = GRAIN};
+	ew_run(&e, n, 1, t_add);
+}
+
+static void t_gelu(void *p, size_t lo, size_t hi, int w) {
+	struct ew *e = p;
+	ROWS(e);
+	k_gelu(e->y + r0, e->x + r0, r1 - r0);
+}
+
+void k_gelu_par(float *y, const float *x, size_t n) {
+	struct ew e = {.y = y, .x = x, .u = GRAIN};
+	ew_run(&e, n, 1, t_gelu);
+}
+
+static void t_gelu_backward(void *p, size_t lo, size_t hi, int w) {
+	struct ew *e = p;
+	ROWS(e);
+	k_gelu_backward(e->y + r0, e->dy + r0, e->x + r0, r1 - r0);
+}
+
+void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n) {
+	struct ew e = {.y = dx, .dy = dy, .x = x, .u = GRAIN};
+	ew_run(&e, n, 1, t_gelu_backward);
+}
+
+// ---- BatchNorm's sums: parts by shape, summed in part order ----
+
+// MAXPARTS bounds how finely a batch is cut: enough parts to balance 16
+// threads, and no more, so that parts stay big.
+#define MAXPARTS 16
+
+// sum_parts cuts rows into at most MAXPARTS parts of whole 32-row blocks
+// (by the shape alone), runs fn on each with its own 2C sums cleared, and
+// adds the parts' sums to s in part order.
+static void sum_parts(struct ew *e, size_t rows, size_t C, double *s, task_fn fn) {
+	size_t per = (rows + MAXPARTS - 1) / MAXPARTS, min = rows_each(C);
+	per = per > min ? per : min;
+	per = (per + 31) / 32 * 32;
+	size_t units = (rows + per - 1) / per;
+	e->s = partials(units * 2 * C * sizeof(double));
+	memset(e->s, 0, units * 2 * C * sizeof(double));
+	e->u = per;
+	ew_run(e, rows, C, fn);
+	for (size_t u = 0; u < units; u++)
+		for (size_t i = 0; i < 2 * C; i++) s[i] += e->s[u * 2 * C + i];
+}
+
+static void t_bn_stats(void *p, size_t lo, size_t hi, int w) {
+	struct ew *e = p;
+	size_t C = e->C;
+	for (size_t u = lo; u < hi; u++) {
+		size_t r0 = u * e->u, r1 = r0 + e->u < e->rows ? r0 + e->u : e->rows;
+		k_bn_stats(e->x + r0 * C, r1 - r0, C, e->s + u * 2 * C);
+	}
+	(void)w;
+}
+
+void k_bn_stats_par(const float *x, size_t rows, size_t C, double *s) {
+	struct ew e = {.x = x};
+	sum_parts(&e, rows, C, s, t_bn_stats);
+}
+
+static void t_bn_grad_sums(void *p, size_t lo, size_t hi, int w) {
+	struct ew *e = p;
+	size_t C = e->C;
+	for (size_t u = lo; u < hi; u++) {
+		size_t r0 = u * e->u, r1 = r0 + e->u < e->rows ? r0 + e->u : e->rows;
+		k_bn_grad_sums(e->x + r0 * C, e->dy + r0 * C, e->relu ? e->yr + r0 * C : e->yr, r1 - r0, C, e->mean, e->a,
+		               e->k, e->relu, e->s + u * 2 * C);
+	}
+	(void)w;
+}
+
+void k_bn_grad_sums_par(const float *x, const float *dy, const float *y, size_t rows, size_t C, const float *mhi,
+                        const float *mlo, const float *invstd, int relu, double *s) {
+	struct ew e = {.x = x, .dy = dy, .yr = y, .mean = mhi, .a = mlo, .k = invstd, .relu = relu};
+	sum_parts(&e, rows, C, s, t_bn_grad_sums);
+}
+
+// ---- SGEMM across the threads: blocks of rows of C, or of columns ----
+
+struct gemm {
+	int ta, tb;
+	size_t m, n, k, lda, ldb, ldc;
+	float alpha, beta;
+	const float *a, *b;
+	float *c;
+};
+
+#define GEMM_BLOCK 16
+
+static void t_gemm_rows(void *p, size_t lo, size_t hi, int w) {
+	struct gemm *g = p;
+	size_t r0 = lo * GEMM_BLOCK, r1 = hi * GEMM_BLOCK < g->m ? hi * GEMM_BLOCK : g->m;
+	(void)w;
+	k_sgemm1(g->ta, g->tb, r1 - r0, g->n, g->k, g->alpha, g->a + (g->ta ? r0 : r0 * g->lda), g->lda, g->b, g->ldb,
+	         g->beta, g->c + r0 * g->ldc, g->ldc);
+}
+
+static void t_gemm_cols(void *p, size_t lo, size_t hi, int w) {
+	struct gemm *g = p;
+	size_t c0 = lo * GEMM_BLOCK, c1 = hi * GEMM_BLOCK < g->n ? hi * GEMM_BLOCK : g->n;
+	(void)w;
+	k_sgemm1(g->ta, g->tb, g->m, c1 - c0, g->k, g->alpha, g->a, g->lda, g->b + (g->tb ? c0 * g->ldb : c0), g->ldb,
+	         g->beta, g->c + c0, g->ldc);
+}
+
+// k_sgemm is k_sgemm1 cut across the threads when big enough (2 MFLOP):
+// each element of C stays one thread's dot product over all of k, so the
+// result does not depend on the thread count.
+void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
+             size_t ldb, float beta, float *c, size_t ldc) {
+	if (nthreads <= 1 || (double)m * n * k < (1 << 21)) {
+		k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+		return;
+	}
+	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c};
+	if (m >= n)
+		run((m + GEMM_BLOCK - 1) / GEMM_BLOCK, t_gemm_rows, &g);
+	else
+		run((n + GEMM_BLOCK - 1) / GEMM_BLOCK, t_gemm_cols, &g);
+}
+
+// ---- convolution: parts of the batch, each im2col + SGEMM in cache ----
+
+// A part's im2col matrix is at most CHUNK bytes, so the SGEMM reads back
+// what im2col just wrote from the core's L2 cache instead of a matrix of
+// tens of MB streamed through DRAM twice (measured on ResNet-20: see
+// docs/BENCHMARKS.md); and a batch is cut into at most MAXPARTS parts.
+#define CHUNK (1 << 20)
+
+size_t k_conv_part(size_t n, size_t per_image) {
+	size_t u = CHUNK / (4 * per_image);
+	size_t most = (n + MAXPARTS - 1) / MAXPARTS;
+	if (u > most) u = most;
+	return u ? u : 1;
+}
+
+struct conv {
+	const struct k_conv_shape *s;
+	const float *x, *w, *dy;
+	float *y, *dx, *parts;
+	float beta;
+	size_t u;
+};
+
+#define IMAGES(cv, i, b0, b1)                     \
+	size_t b0 = (i) * (cv)->u, b1 = b0 + (cv)->u; \
+	if (b1 > (cv)->s->n) b1 = (cv)->s->n
+
+static int direct(const struct k_conv_shape *s) { return s->k == 1 && s->stride == 1 && s->pad == 0; }
+
+// cols is the im2col matrix of images [b0, b1) of x in worker w's scratch
+// (x itself for a 1x1 stride-1 unpadded convolution).
+static const float *cols(const struct k_conv_shape *s, const float *x, size_t b0, size_t b1, int w) {
+	size_t in = s->h * s->w * s->c;
+	if (direct(s)) return x + b0 * in;
+	size_t K = s->k * s->k * s->c;
+	float *m = scratch(w, (b1 - b0) * s->oh * s->ow * K);
+	k_im2col(m, x + b0 * in, b1 - b0, s->c, s->h, s->w, s->k, s->stride, s->pad, s->oh, s->ow);
+	return m;
+}
+
+static void t_conv_fwd(void *p, size_t lo, size_t hi, int w) {
+	struct conv *cv = p;
+	const struct k_conv_shape *s = cv->s;
+	size_t P = s->oh * s->ow, K = s->k * s->k * s->c;
+	for (size_t i = lo; i < hi; i++) {
+		IMAGES(cv, i, b0, b1);
+		const float *m = cols(s, cv->x, b0, b1, w);
+		k_sgemm1(0, 1, (b1 - b0) * P, s->o, K, 1, m, K, cv->w, K, cv->beta, cv->y + b0 * P * s->o, s->o);
+	}
+}
+
+// k_conv_forward: y (n, oh, ow, o) = x (n, h, w, c) convolved with wt
+// (o, k, k, c), added to y when beta is 1.
+void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta) {
+	size_t P = s->oh * s->ow, K = s->k * s->k * s->c;
+	struct conv cv = {.s = s, .x = x, .w = wt, .y = y, .beta = beta};
+	if (direct(s)) {
+		k_sgemm(0, 1, s->n * P, s->o, K, 1, x, K, wt, K, beta, y, s->o);
+		return;
+	}
+	cv.u = k_conv_part(s->n, P * K);
+	run((s->n + cv.u - 1) / cv.u, t_conv_fwd, &cv);
+}
+
+static void t_conv_dw(void *p, size_t lo, size_t hi, int w) {
+	struct conv *cv = p;
+	const struct k_conv_shape *s = cv->s;
+	size_t P = s->oh * s->ow, K = s->k * s->k * s->c;
+	for (size_t i = lo; i < hi; i++) {
+		IMAGES(cv, i, b0, b1);
+		const float *m = cols(s, cv->x, b0, b1, w);
+		k_sgemm1(1, 0, s->o, K, (b1 - b0) * P, 1, cv->dy + b0 * P * s->o, s->o, m, K, 0, cv->parts + i * s->o * K, K);
+	}
+}
+
+// k_conv_dw sets dwt (o, k, k, c) to dy^T im2col(x) over the batch: each
+// part's product, then their sum in part order.
+void k_conv_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x) {
+	size_t P = s->oh * s->ow, K = s->k * s->k * s->c, OK = s->o * K;
+	struct conv cv = {.s = s, .x = x, .dy = dy};
+	cv.u = direct(s) ? (s->n + MAXPARTS - 1) / MAXPARTS : k_conv_part(s->n, P * K);
+	size_t units = (s->n + cv.u - 1) / cv.u;
+	cv.parts = partials(units * OK * sizeof(float));
+	run(units, t_conv_dw, &cv);
+	memcpy(dwt, cv.parts, OK * sizeof(float));
+	for (size_t u = 1; u < units; u++) {
+		const float *q = cv.parts + u * OK;
+		for (size_t j = 0; j < OK; j++) dwt[j] += q[j];
+	}
+}
+
+// col2im adds dcols (n*oh*ow, k*k*c) into dx (n, h, w, c), the inverse
+// of im2col, a kernel row at a time where it lies inside the image.
+static void col2im(const struct k_conv_shape *s, float *dx, const float *dcols, size_t n) {
+	size_t C = s->c, k = s->k, K = k * k * C, kc = k * C, in = s->h * s->w * C;
+	const float *r = dcols;
+	for (size_t b = 0; b < n; b++) {
+		float *img = dx + b * in;
+		for (size_t yo = 0; yo < s->oh; yo++)
+			for (size_t xo = 0; xo < s->ow; xo++, r += K) {
+				long iw0 = (long)(xo * s->stride) - (long)s->pad;
+				int inside = iw0 >= 0 && iw0 + (long)k <= (long)s->w;
+				for (size_t i = 0; i < k; i++) {
+					long ih = (long)(yo * s->stride + i) - (long)s->pad;
+					if (ih < 0 || ih >= (long)s->h) continue;
+					const float *q = r + i * kc;
+					if (inside) {
+						float *d = img + ((size_t)ih * s->w + (size_t)iw0) * C;
+						for (size_t j = 0; j < kc; j++) d[j] += q[j];
+						continue;
+					}
+					for (size_t j = 0; j < k; j++) {
+						long iw = iw0 + (long)j;
+						if (iw < 0 || iw >= (long)s->w) continue;
+						float *d = img + ((size_t)ih * s->w + (size_t)iw) * C;
+						for (size_t ch = 0; ch < C; ch++) d[ch] += q[j * C + ch];
+					}
+				}
+			}
+	}
+}
+
+static void t_conv_dx(void *p, size_t lo, size_t hi, int w) {
+	struct conv *cv = p;
+	const struct k_conv_shape *s = cv->s;
+	size_t P = s->oh * s->ow, K = s->k * s->k * s->c, in = s->h * s->w * s->c;
+	for (size_t i = lo; i < hi; i++) {
+		IMAGES(cv, i, b0, b1);
+		float *dcols = scratch(w, (b1 - b0) * P * K);
+		k_sgemm1(0, 0, (b1 - b0) * P, K, s->o, 1, cv->dy + b0 * P * s->o, s->o, cv->w, K, 0, dcols, K);
+		memset(cv->dx + b0 * in, 0, (b1 - b0) * in * sizeof(float));
+		col2im(s, cv->dx + b0 * in, dcols, b1 - b0);
+	}
+}
+
+// dx of a stride-1 convolution is the forward convolution of dy with the
+// flipped kernel wflip (k, k, o, c) and padding k-1-pad (a gather, no
+// clearing of dx, and an inner dimension of k*k*o instead of o).
+static void t_conv_dx1(void *p, size_t lo, size_t hi, int w) {
+	struct conv *cv = p;
+	const struct k_conv_shape *s = cv->s;
+	size_t Pin = s->h * s->w, kd = s->k * s->k * s->o, out = s->oh * s->ow * s->o;
+	for (size_t i = lo; i < hi; i++) {
+		IMAGES(cv, i, b0, b1);
+		float *m = scratch(w, (b1 - b0) * Pin * kd);
+		k_im2col(m, cv->dy + b0 * out, b1 - b0, s->o, s->oh, s->ow, s->k, 1, s->k - 1 - s->pad, s->h, s->w);
+		k_sgemm1(0, 0, (b1 - b0) * Pin, s->c, kd, 1, m, kd, cv->w, s->c, 0, cv->dx + b0 * Pin * s->c, s->c);
+	}
+}
+
+// k_conv_dx sets dx (n, h, w, c) from dy: with wflip (stride 1) as a
+// forward convolution, else as im2col's transpose of dy . wt; a 1x1
+// stride-1 unpadded convolution is one product.
+void k_conv_dx(const struct k_conv_shape *s, float *dx, const float *dy, const float *wt, const float *wflip) {
+	size_t P = s->oh * s->ow, K = s->k * s->k * s->c;
+	struct conv cv = {.s = s, .dy = dy, .dx = dx};
+	if (direct(s)) {
+		k_sgemm(0, 0, s->n * P, K, s->o, 1, dy, s->o, wt, K, 0, dx, K);
+		return;
+	}
+	if (wflip) {
+		cv.w = wflip;
+		cv.u = k_conv_part(s->n, s->h * s->w * s->k * s->k * s->o);
+		run((s->n + cv.u - 1) / cv.u, t_conv_dx1, &cv);
+		return;
+	}
+	cv.w = wt;
+	cv.u = k_conv_part(s->n, P * K);
+	run((s->n + cv.u - 1) / cv.u, t_conv_dx, &cv);
+}

@@ -1,0 +1,47 @@
+package model
+
+/*
+#include "kernels.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+
+	"train/openblas"
+)
+
+// The rank's compute threads are a pool in C (par.c: why C, and how the
+// work is cut so that results do not depend on the thread count). Go
+// makes one cgo call per pass.
+
+var threads atomic.Int32
+
+func init() { threads.Store(1) }
+
+// SetThreads sizes the pool to n threads (the caller's and n-1 workers)
+// and returns the size it got; it raises GOMAXPROCS to n if lower.
+func SetThreads(n int) int {
+	got := int(C.k_set_threads(C.int(max(n, 1))))
+	threads.Store(int32(got))
+	if runtime.GOMAXPROCS(0) < got {
+		runtime.GOMAXPROCS(got)
+	}
+	return got
+}
+
+// Threads is the pool's size.
+func Threads() int { return int(threads.Load()) }
+
+// blasIn is the cblas_sgemm the C code calls (nil: its own plain loop).
+var blasIn unsafe.Pointer
+
+// useBLAS points the C code at OpenBLAS once it is loaded.
+func useBLAS() {
+	if p := openblas.CblasSgemm(); p != blasIn {
+		C.k_set_sgemm(p)
+		blasIn = p
+	}
+}
