@@ -103,7 +103,7 @@ var benchCommand = &cli.Command{
 			&cli.Int64Flag{Name: "stepfactor", Aliases: []string{"f"}, Value: 4, Usage: "multiply the size by this each row"},
 			&cli.IntFlag{Name: "warmup_iters", Aliases: []string{"w"}, Value: 5, Usage: "untimed runs per size and algorithm"},
 			&cli.IntFlag{Name: "iters", Aliases: []string{"n"}, Value: 20, Usage: "timed runs per size and algorithm"},
-			&cli.StringFlag{Name: "algo", Value: "ring,mpi", Usage: "algorithms, comma-separated: ring, mpi, hier (hierarchical: per host, then among hosts)"},
+			&cli.StringFlag{Name: "algo", Value: "ring,mpi", Usage: "algorithms, comma-separated: ring, mpi, hier (hierarchical: per host, then among hosts), shm (ranks on one host, through one shared segment; the default adds it when all ranks share one)"},
 			&cli.BoolFlag{Name: "csv", Usage: "machine-readable output"},
 			&cli.IntFlag{Name: "segment-kb", Value: mpi.RingSegment * 4 >> 10, Usage: "ring: segment size in KiB"},
 			&cli.IntFlag{Name: "slots", Value: mpi.RingSlots, Usage: "ring: scratch slots (segments in flight)"},
@@ -159,6 +159,9 @@ var benchCommand = &cli.Command{
 			}
 			mpi.RingSegment, mpi.RingSlots = c.Int("segment-kb")<<10/4, c.Int("slots")
 			return withWorld(c, func(w *mpi.World) error {
+				if !c.IsSet("algo") && cfg.Compress == mpi.None && w.Size() > 1 && w.LocalSize() == w.Size() {
+					cfg.Algos = append(cfg.Algos, "shm")
+				}
 				return bench.Allreduce(w, cfg, c.App.Writer)
 			})
 		},

@@ -18,15 +18,15 @@ type AllreduceConfig struct {
 	Factor   int64
 	Warmup   int
 	Iters    int
-	Algos    []string // "ring", "mpi", "hier"
+	Algos    []string // "ring", "mpi", "hier", "shm"
 	CSV      bool
 	Compress mpi.Compression // ring and hier send 16-bit floats (their rows say ring:fp16, hier:bf16)
 }
 
 // Allreducers maps algorithm names to the World's in-place allreduces;
 // hier is non-nil when the caller made the hierarchical one's
-// communicators (NewHier).
-func Allreducers(w *mpi.World, hier *mpi.Hier, comp mpi.Compression) map[string]func([]float32, mpi.Op) error {
+// communicators (NewHier), shm when it mapped the shared segment (NewShm).
+func Allreducers(w *mpi.World, hier *mpi.Hier, shm *mpi.Shm, comp mpi.Compression) map[string]func([]float32, mpi.Op) error {
 	m := map[string]func([]float32, mpi.Op) error{
 		"ring": func(b []float32, op mpi.Op) error { return w.RingAllreduceCompressed(b, op, comp) },
 		"mpi":  w.AllreduceFloat32,
@@ -34,6 +34,9 @@ func Allreducers(w *mpi.World, hier *mpi.Hier, comp mpi.Compression) map[string]
 	if hier != nil {
 		hier.Compress = comp
 		m["hier"] = hier.AllreduceFloat32
+	}
+	if shm != nil {
+		m["shm"] = shm.AllreduceFloat32
 	}
 	return m
 }
@@ -49,8 +52,11 @@ func (c *AllreduceConfig) Validate() error {
 		return fmt.Errorf("-w %d -n %d: need warm-up >= 0 and iterations >= 1", c.Warmup, c.Iters)
 	}
 	for _, a := range c.Algos {
-		if a != "ring" && a != "mpi" && a != "hier" {
-			return fmt.Errorf("--algo %q: choose from ring, mpi and hier", a)
+		if a != "ring" && a != "mpi" && a != "hier" && a != "shm" {
+			return fmt.Errorf("--algo %q: choose from ring, mpi, hier and shm", a)
+		}
+		if a == "shm" && c.Compress != mpi.None {
+			return fmt.Errorf("--algo shm reduces float32 in place; --compress is for ring and hier")
 		}
 	}
 	return nil
@@ -77,10 +83,32 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 		}
 		defer hier.Free()
 	}
-	algos := Allreducers(w, hier, c.Compress)
-	wire := map[mpi.Compression]string{mpi.FP16: ":fp16", mpi.BF16: ":bf16"}[c.Compress]
 	maxCount := c.Max / 4
 	buf := make([]float32, maxCount)
+	// shm and hier (within the host) reduce buffers in the segment the
+	// host's ranks share, as training places its gradient there.
+	bufs := map[string][]float32{}
+	if hier != nil && w.LocalSize() > 1 {
+		b, err := hier.UseShm(int(maxCount))
+		if err != nil {
+			return err
+		}
+		bufs["hier"] = b
+	}
+	var shm *mpi.Shm
+	if slices.Contains(c.Algos, "shm") {
+		if w.LocalSize() != n {
+			return fmt.Errorf("--algo shm: the %d ranks span more than one host (%d on this one); shm is within a host (use hier)", n, w.LocalSize())
+		}
+		var err error
+		if shm, err = w.NewShm(int(maxCount)); err != nil {
+			return err
+		}
+		defer shm.Free()
+		bufs["shm"] = shm.Region()
+	}
+	algos := Allreducers(w, hier, shm, c.Compress)
+	wire := map[mpi.Compression]string{mpi.FP16: ":fp16", mpi.BF16: ":bf16"}[c.Compress]
 
 	var memcpy float64
 	if w.Rank() == 0 {
@@ -98,9 +126,12 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 	c.header(out)
 	for size := c.Min; size <= c.Max; size *= c.Factor {
 		count := size / 4
-		b := buf[:count]
 		for _, name := range c.Algos {
 			f := algos[name]
+			b := buf[:count]
+			if sb, ok := bufs[name]; ok {
+				b = sb[:count]
+			}
 			label := name
 			if name != "mpi" {
 				label += wire
@@ -126,6 +157,9 @@ func Allreduce(w *mpi.World, c AllreduceConfig, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "# peak resident memory, largest rank: %.1f MiB (buffer %.1f MiB; the ring's scratch is %d KiB)\n",
 		rss[0]/(1<<20), float64(c.Max)/(1<<20), mpi.RingSegment*mpi.RingSlots*4>>10)
+	if len(bufs) > 0 {
+		fmt.Fprintf(out, "# shm and hier: one more %.1f MiB buffer per rank in shared memory, which RSS also counts where a rank read other ranks' copies\n", float64(c.Max)/(1<<20))
+	}
 	return nil
 }
 

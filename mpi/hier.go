@@ -20,6 +20,7 @@ type Hier struct {
 	local   *World // this host's ranks (MPI_COMM_TYPE_SHARED)
 	leaders *World // every host's local rank 0; the other ranks' is unused
 	hosts   int
+	shm     *Shm // the host's ranks' shared segment, once UseShm made it
 }
 
 // NewHier makes the communicators of the hierarchical allreduce
@@ -51,6 +52,19 @@ func (w *World) NewHier() (*Hier, error) {
 	return &Hier{world: w, local: local, leaders: leaders, hosts: int(n[0])}, nil
 }
 
+// UseShm makes the host's ranks share a segment of n floats per rank
+// (collective) and returns this rank's region: buffers inside it take the
+// shared-memory transport (Shm) for the stages within the host, the sum
+// and the broadcast, instead of MPI_Reduce and MPI_Bcast.
+func (h *Hier) UseShm(n int) ([]float32, error) {
+	s, err := h.local.NewShm(n)
+	if err != nil {
+		return nil, err
+	}
+	h.shm = s
+	return s.Region(), nil
+}
+
 // Hosts is the number of hosts (shared-memory nodes) the world spans.
 func (h *Hier) Hosts() int { return h.hosts }
 
@@ -64,7 +78,12 @@ func (h *Hier) AllreduceFloat32(buf []float32, op Op) error {
 		return nil
 	}
 	l := h.local
-	if l.size > 1 {
+	shm := l.size > 1 && h.shm.Holds(buf)
+	if shm {
+		if err := h.shm.AllreduceFloat32(buf, Sum); err != nil {
+			return err
+		}
+	} else if l.size > 1 {
 		traffic.coll.Add(4 * int64(len(buf)))
 		rc := chunks(unsafe.Pointer(&buf[0]), len(buf), 4, func(p unsafe.Pointer, n int) C.int {
 			return C.tr_reduce_sum(l.comm, p, C.int(n), cF32, 0, C.int(l.rank))
@@ -81,6 +100,9 @@ func (h *Hier) AllreduceFloat32(buf []float32, op Op) error {
 			C.tr_scale_f32((*C.float)(unsafe.Pointer(&buf[0])), C.float(1/float32(h.world.size)), C.long(len(buf)))
 		}
 	}
+	if shm {
+		return h.shm.BcastFloat32(buf, 0)
+	}
 	if l.size > 1 {
 		return l.BcastFloat32(buf, 0)
 	}
@@ -89,6 +111,7 @@ func (h *Hier) AllreduceFloat32(buf []float32, op Op) error {
 
 // Free releases the communicators (collective).
 func (h *Hier) Free() {
+	h.shm.Free()
 	h.leaders.Free()
 	h.local.Free()
 }

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"fmt"
 	"math"
 
 	"train/model"
@@ -56,7 +57,21 @@ func (e *cpuExecutor) Backward(ready func(lo int)) error {
 
 func (e *cpuExecutor) Reducer(w *mpi.World, algo Algorithm, comp mpi.Compression) (bucketReducer, error) {
 	r, err := newHostReducer(w, algo, comp)
-	return &cpuBuckets{hostReducer: r, grad: e.m.Params.Grad}, err
+	if err != nil {
+		return nil, err
+	}
+	// The gradient moves into the segment the host's ranks share, where
+	// the allreduce reads the other ranks' copies directly.
+	if p := e.m.Params; r.share != nil {
+		buf, name, err := r.share(len(p.Grad))
+		if err != nil {
+			r.name += fmt.Sprintf(" (not through shared memory: %v)", err)
+		} else {
+			copy(buf, p.Grad)
+			p.Grad, r.name = buf, name
+		}
+	}
+	return &cpuBuckets{hostReducer: r, grad: e.m.Params.Grad}, nil
 }
 
 func (e *cpuExecutor) Settle() error { return nil }

@@ -80,6 +80,11 @@ type hostReducer struct {
 	fn   func([]float32, mpi.Op) error // averages (Mean) or sums a slice over the ranks, in place
 	free func()                        // frees its communicators
 	name string                        // for the log: "hier (2 hosts), fp16 on the wire"
+	// share, when set, places a buffer of n floats in memory the host's
+	// ranks share, where fn reduces it without a kernel copy (mpi.Shm):
+	// the gradient. It returns the buffer to use instead and the name to
+	// log, or why it could not (collective: the same on every rank).
+	share func(n int) ([]float32, string, error)
 }
 
 // newHostReducer builds algo over w's ranks; comp puts 16-bit floats on
@@ -96,9 +101,34 @@ func newHostReducer(w *mpi.World, algo Algorithm, comp mpi.Compression) (hostRed
 		}
 		h.Compress = comp
 		r.fn, r.free, r.name = h.AllreduceFloat32, func() { h.Free() }, fmt.Sprintf("hier (%d hosts)", h.Hosts())
+		if w.LocalSize() > 1 {
+			name := r.name + ", shared memory within each"
+			r.share = func(n int) ([]float32, string, error) {
+				buf, err := h.UseShm(n)
+				return buf, name, err
+			}
+		}
 	default:
 		if comp != mpi.None {
 			r.fn = func(b []float32, op mpi.Op) error { return w.RingAllreduceCompressed(b, op, comp) }
+		} else if w.Size() > 1 && w.LocalSize() == w.Size() {
+			// Every rank on one host: the ring's data would move through
+			// shared memory anyway (OpenMPI's vader), with a kernel copy.
+			var s *mpi.Shm
+			r.free = func() { s.Free() }
+			r.share = func(n int) ([]float32, string, error) {
+				var err error
+				if s, err = w.NewShm(n); err != nil {
+					return nil, "", err
+				}
+				return s.Region(), "shm (ranks on one host, through one shared segment)", nil
+			}
+			r.fn = func(b []float32, op mpi.Op) error {
+				if s.Holds(b) {
+					return s.AllreduceFloat32(b, op)
+				}
+				return w.RingAllreduceFloat32(b, op)
+			}
 		}
 	}
 	if comp != mpi.None {

@@ -1,0 +1,123 @@
+// Ranks of one host reducing through one shared segment (shm.go): each
+// rank's buffer lives in the segment, and every rank reads the others'
+// directly, one fused read-add-write with no kernel copy. See shm.go for
+// why.
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VEC __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define PAUSE() __builtin_ia32_pause()
+#else
+#define VEC
+#define PAUSE() ((void)0)
+#endif
+
+// A rank's arrival counter, one per cache line.
+#define LINE 64
+
+int tr_shm_map(const char *name, size_t bytes, int create, void **base) {
+	int fd = shm_open(name, create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
+	if (fd < 0) return errno;
+	if (create) {
+		if (ftruncate(fd, (off_t)bytes) != 0) {
+			int e = errno;
+			close(fd);
+			return e;
+		}
+		// Reserve the pages now: a full /dev/shm (64 MB in a default
+		// container) is ENOSPC here, not SIGBUS at the first touch.
+		int e = posix_fallocate(fd, 0, (off_t)bytes);
+		if (e != 0) {
+			close(fd);
+			return e;
+		}
+	}
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	int e = errno;
+	close(fd);
+	if (p == MAP_FAILED) return e;
+	*base = p;
+	return 0;
+}
+
+int tr_shm_unlink(const char *name) { return shm_unlink(name) == 0 ? 0 : errno; }
+void tr_shm_unmap(void *base, size_t bytes) { munmap(base, bytes); }
+
+static _Atomic uint64_t *arrival(void *base, int r) { return (_Atomic uint64_t *)((char *)base + (size_t)r * LINE); }
+
+// barrier: this rank has reached v; wait for every rank to. Spins
+// briefly, then yields the core (ranks may outnumber cores).
+static void barrier(void *base, int rank, int size, uint64_t v) {
+	atomic_store_explicit(arrival(base, rank), v, memory_order_release);
+	for (int q = 0; q < size; q++) {
+		int spins = 0;
+		while (atomic_load_explicit(arrival(base, q), memory_order_acquire) < v) {
+			if (++spins < 256)
+				PAUSE();
+			else
+				sched_yield();
+		}
+	}
+}
+
+static float *region(void *base, size_t ctl, size_t stride, int q) {
+	return (float *)((char *)base + ctl + (size_t)q * stride);
+}
+
+// BLOCK floats are summed at a time in a buffer that stays in L1.
+#define BLOCK 2048
+
+VEC static void reduce_block(float **src, int size, size_t n, float scale, int mean) {
+	float acc[BLOCK];
+	memcpy(acc, src[0], n * sizeof(float));
+	for (int q = 1; q < size; q++) {
+		const float *s = src[q];
+		for (size_t j = 0; j < n; j++) acc[j] += s[j];
+	}
+	if (mean)
+		for (size_t j = 0; j < n; j++) acc[j] *= scale;
+	for (int q = 0; q < size; q++) memcpy(src[q], acc, n * sizeof(float));
+}
+
+// chunk_of is rank r's share of n floats, cut at multiples of 16 floats
+// (64 bytes) so that no two ranks write one cache line.
+static void chunk_of(size_t n, int r, int size, size_t *lo, size_t *hi) {
+	size_t lines = (n + 15) / 16;
+	*lo = lines * (size_t)r / (size_t)size * 16;
+	*hi = lines * (size_t)(r + 1) / (size_t)size * 16;
+	if (*lo > n) *lo = n;
+	if (*hi > n) *hi = n;
+}
+
+void tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size, size_t off, size_t n, int mean,
+                      uint64_t seq) {
+	barrier(base, rank, size, 2 * seq + 1); // every rank's values are in place
+	size_t lo, hi;
+	chunk_of(n, rank, size, &lo, &hi);
+	float *src[size];
+	float scale = 1.0f / (float)size;
+	for (size_t b = lo; b < hi; b += BLOCK) {
+		size_t m = hi - b < BLOCK ? hi - b : BLOCK;
+		for (int q = 0; q < size; q++) src[q] = region(base, ctl, stride, q) + off + b;
+		reduce_block(src, size, m, scale, mean);
+	}
+	barrier(base, rank, size, 2 * seq + 2); // every chunk is summed everywhere
+}
+
+void tr_shm_bcast(void *base, size_t ctl, size_t stride, int rank, int size, int root, size_t off, size_t n,
+                  uint64_t seq) {
+	barrier(base, rank, size, 2 * seq + 1);
+	if (rank != root)
+		memcpy(region(base, ctl, stride, rank) + off, region(base, ctl, stride, root) + off, n * sizeof(float));
+	barrier(base, rank, size, 2 * seq + 2);
+}
