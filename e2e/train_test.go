@@ -409,13 +409,14 @@ func TestBenchAllreduce(t *testing.T) {
 				rows = append(rows, strings.Split(l, ","))
 			}
 		}
-		// 4, 32, 256, 2K, 16K, 128K, 1M bytes x ring, mpi
-		if len(rows) != 14 {
+		// 4, 32, 256, 2K, 16K, 128K, 1M bytes x ring, mpi, shm (the
+		// default adds shm: every rank is on this host)
+		if len(rows) != 21 {
 			t.Fatalf("np=%d: %d rows:\n%s", np, len(rows), r.stdout)
 		}
 		for i, row := range rows {
-			wantBytes := 4 << (3 * (i / 2))
-			algo := []string{"ring", "mpi"}[i%2]
+			wantBytes := 4 << (3 * (i / 3))
+			algo := []string{"ring", "mpi", "shm"}[i%3]
 			busbw, _ := strconv.ParseFloat(row[5], 64)
 			if len(row) != 7 || row[0] != strconv.Itoa(wantBytes) || row[2] != algo || row[6] != "0" || !(busbw > 0) {
 				t.Errorf("np=%d: row %v, want %d bytes, %s, busbw > 0, 0 wrong", np, row, wantBytes, algo)
