@@ -79,7 +79,7 @@ var (
 	syncEvery    = &cli.IntFlag{Name: "sync-every", Value: 8, Usage: "local-sgd: average the replicas every N steps (1: every step)", EnvVars: env("SYNC_EVERY"), Category: catDist}
 	overlapFlag  = &cli.BoolFlag{Name: "overlap", Value: true, Usage: "allreduce each bucket while backward computes the layers below it (--overlap=false: after backward)", EnvVars: env("OVERLAP"), Category: catDist}
 	bnFlag       = &cli.StringFlag{Name: "bn", Value: "auto", Usage: "BatchNorm statistics: sync (over the global batch, all ranks), local (per rank, averaged wherever the replicas are: evaluations, checkpoints, local SGD's averages) or auto (sync for allreduce and ps-sync, local for local-sgd and ps-async, whose replicas step apart)", EnvVars: env("BN"), Category: catDist}
-	threadsFlag  = &cli.IntFlag{Name: "threads", Value: 0, Usage: "BLAS threads per rank (0: the cores this rank is bound to, or the node's cores / ranks on the node)", EnvVars: env("THREADS"), Category: catDist}
+	threadsFlag  = &cli.IntFlag{Name: "threads", Value: 0, Usage: "compute threads per rank, one pool shared by the layers and the matrix products (0: the cores this rank is bound to, or the node's cores / ranks on the node)", EnvVars: env("THREADS"), Category: catDist}
 	openblasFlag = &cli.StringFlag{Name: "openblas", Usage: "another OpenBLAS build to load, a path or a soname (default: Debian's libopenblas.so.0; one that does not load leaves gonum's pure-Go BLAS, as the log says)", EnvVars: env("OPENBLAS"), Category: catDist}
 
 	gpuDetFlag  = &cli.BoolFlag{Name: "gpu-deterministic", Usage: "cuda: cuDNN's first deterministic algorithm by its heuristics instead of the fastest it measures, so runs repeat bit for bit", EnvVars: env("GPU_DETERMINISTIC"), Category: catGPU}

@@ -212,7 +212,8 @@ func TestHierAllreduce(t *testing.T) {
 // its 64-byte chunking: 0, 1, 15, 16, 17, a prime near 1e5, 2^20+3):
 // exact against MPI_Allreduce on integer-valued data, within rounding for
 // the mean, the same bits on every rank, and nothing outside the slice
-// touched; then a broadcast from the last rank. Hier over the segment
+// touched; on random values the ring's bits exactly (the same order of
+// summation); then a broadcast from the last rank. Hier over the segment
 // gives the same sums.
 func TestShmAllreduce(t *testing.T) {
 	for np := 1; np <= 5; np++ {
@@ -267,6 +268,30 @@ func TestShmAllreduce(t *testing.T) {
 						if err := w.Barrier(); err != nil { // nobody rewrites region before all compared
 							t.Fatal(err)
 						}
+					}
+				}
+			}
+			rng := rand.New(rand.NewPCG(uint64(w.Rank()), 9))
+			for _, length := range []int{1, 16, 17, 99991, 1<<20 + 3} {
+				for _, op := range []mpi.Op{mpi.Sum, mpi.Mean} {
+					buf := region[16 : 16+length]
+					for i := range buf {
+						buf[i] = float32(rng.NormFloat64())
+					}
+					ring := slices.Clone(buf)
+					if err := s.AllreduceFloat32(buf, op); err != nil {
+						t.Fatal(err)
+					}
+					if err := w.RingAllreduceFloat32(ring, op); err != nil {
+						t.Fatal(err)
+					}
+					for i := range buf {
+						if math.Float32bits(buf[i]) != math.Float32bits(ring[i]) {
+							t.Fatalf("len %d op %d: shm[%d] = %v, the ring's %v: not the same bits", length, op, i, buf[i], ring[i])
+						}
+					}
+					if err := w.Barrier(); err != nil {
+						t.Fatal(err)
 					}
 				}
 			}

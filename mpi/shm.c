@@ -99,6 +99,22 @@ static void chunk_of(size_t n, int r, int size, size_t *lo, size_t *hi) {
 	if (*hi > n) *hi = n;
 }
 
+// ring_chunk is the chunk of the ring allreduce (ring.go: n floats cut
+// into size chunks, the first n % size one longer) that element j lies
+// in, and that chunk's end.
+static int ring_chunk(size_t n, int size, size_t j, size_t *end) {
+	size_t q = n / (size_t)size, rem = n % (size_t)size, c;
+	if (j < rem * (q + 1))
+		c = j / (q + 1);
+	else
+		c = rem + (j - rem * (q + 1)) / q;
+	*end = c * q + (c < rem ? c : rem) + q + (c < rem);
+	return (int)c;
+}
+
+// Each element is summed in the order the ring sums it (its ring chunk c
+// starts at rank c and adds ranks c+1, c+2, ... around), so that the two
+// give the same bits and swapping one for the other changes no result.
 void tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size, size_t off, size_t n, int mean,
                       uint64_t seq) {
 	barrier(base, rank, size, 2 * seq + 1); // every rank's values are in place
@@ -106,10 +122,14 @@ void tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size,
 	chunk_of(n, rank, size, &lo, &hi);
 	float *src[size];
 	float scale = 1.0f / (float)size;
-	for (size_t b = lo; b < hi; b += BLOCK) {
+	for (size_t b = lo; b < hi;) {
+		size_t end;
+		int c = ring_chunk(n, size, b, &end);
 		size_t m = hi - b < BLOCK ? hi - b : BLOCK;
-		for (int q = 0; q < size; q++) src[q] = region(base, ctl, stride, q) + off + b;
+		if (b + m > end) m = end - b;
+		for (int q = 0; q < size; q++) src[q] = region(base, ctl, stride, (c + q) % size) + off + b;
 		reduce_block(src, size, m, scale, mean);
+		b += m;
 	}
 	barrier(base, rank, size, 2 * seq + 2); // every chunk is summed everywhere
 }

@@ -127,7 +127,8 @@ func (s *Shm) offset(buf []float32) C.size_t {
 
 // AllreduceFloat32 sums (or averages, op Mean) buf, a slice of Region at
 // the same offset on every rank, in place. Each element is summed once,
-// in rank order, by one rank and written to all: bit-identical replicas.
+// by one rank, in the order RingAllreduceFloat32 sums it, and written to
+// all: bit-identical replicas, and the ring's bits.
 func (s *Shm) AllreduceFloat32(buf []float32, op Op) error {
 	if op != Sum && op != Mean {
 		panic("mpi: shared-memory allreduce supports Sum and Mean")

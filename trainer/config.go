@@ -130,7 +130,7 @@ func (d *DistOptions) gridded() bool { return d.Pipeline > 1 || d.TensorParallel
 type DeviceOptions struct {
 	Device    Device
 	Precision gpu.Precision // "" until Defaults: fp32
-	Threads   int           // BLAS threads per rank; 0: from the cores per local rank
+	Threads   int           // compute threads per rank (model.SetThreads); 0: from the cores per local rank
 	OpenBLAS  string        // another OpenBLAS build (a path or a soname); "": Debian's
 	GPU       gpu.Options   // --device cuda: cuDNN determinism, profiling, libraries
 	GPURing   string        // --device cuda --allreduce ring: auto, ipc or host

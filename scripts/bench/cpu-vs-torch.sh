@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# train against PyTorch (Debian's python3-torch) on this machine's CPU, for
+# ResNet-20, the MLP and the GPT, at np=1 with T threads and at np=T with
+# one thread per rank, side by side and interleaved (train, PyTorch,
+# train, PyTorch, ...: the machine is shared and noisy, so a figure from
+# another run is no baseline). Prints every run, each side's median and
+# peak RSS per rank, and the ratio of the medians.
+#
+#   scripts/bench/cpu-vs-torch.sh ROUNDS GPT_DATA [T]
+#   scripts/bench/cpu-vs-torch.sh 5 data/kjv        # T: this machine's cores
+#
+# ResNet-20 and the MLP: batch 64 per rank of 1x28x28, SGD with momentum,
+# BatchNorm per rank on both sides (PyTorch DDP's default; train
+# --bn local). The GPT: scripts/bench/gpt-vs-torch.sh's configuration
+# (6 layers, 6 heads, width 384, context 256, 4 windows per rank, AdamW).
+set -euo pipefail
+rounds=${1:?usage: cpu-vs-torch.sh ROUNDS GPT_DATA [T]}
+data=${2:?}
+T=${3:-$(nproc)}
+here=$(dirname "$(realpath "$0")")
+train=${TRAIN_BIN:-$here/../../train}
+export TRAIN_METRICS_ADDR=
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+json() { python3 -c "import json,sys; print('%.1f' % json.loads(sys.stdin.read())['$1'])"; }
+
+# run NAME NP THREADS TRAIN_ARGS -- TORCH_ARGS
+run() {
+	local name=$1 np=$2 threads=$3
+	shift 3
+	local targs=() pargs=()
+	while [[ $1 != -- ]]; do targs+=("$1"); shift; done
+	shift
+	pargs=("$@")
+	local mpi=(mpirun -np "$np" --oversubscribe)
+	[[ $EUID -eq 0 ]] && mpi+=(--allow-run-as-root)
+	# One rank with T threads may use every core; T ranks get one each.
+	[[ $np -eq 1 ]] && mpi+=(--bind-to none)
+	local unit=samples/s key=samples_per_s
+	[[ ${pargs[0]} == *torch_gpt.py ]] && unit=tokens/s key=tokens_per_s
+	local tt="" pt="" tr="" pr=""
+	echo "## $name: np $np, $threads thread(s) per rank"
+	for i in $(seq 1 "$rounds"); do
+		out=$("${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads")
+		t=$(awk -v u="$unit" '$1==u{print $2}' <<<"$out")
+		r=$(awk '/^peak RSS per rank/{print $5}' <<<"$out")
+		out=$("${mpi[@]}" /usr/bin/python3 "${pargs[@]}" --threads "$threads")
+		p=$(json "$key" <<<"$out")
+		q=$(json peak_rss_mib <<<"$out")
+		echo "round $i: train $t $unit (peak RSS $r MiB), PyTorch $p $unit (peak RSS $q MiB)"
+		tt+="$t " pt+="$p " tr+="$r " pr+="$q "
+	done
+	a=$(median <<<"$tt")
+	b=$(median <<<"$pt")
+	echo "median $unit: train $a, PyTorch $b, train/PyTorch $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", a/b}'); median peak RSS per rank (MiB): train $(median <<<"$tr"), PyTorch $(median <<<"$pr")"
+}
+
+echo "# $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $rounds rounds, T=$T; PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+resnet=(--model resnet --depth 20 --batch-size 64 --steps 20 --warmup 3)
+mlp=(--model mlp --hidden 256 --batch-size 64 --steps 200 --warmup 20)
+gpt=(--layers 6 --heads 6 --dim 384 --context 256 --batch-size 4)
+for np in 1 "$T"; do
+	th=$T
+	[[ $np -gt 1 ]] && th=1
+	run "ResNet-20" "$np" "$th" "${resnet[@]}" --bn local -- "$here/../torch_bench.py" "${resnet[@]}"
+	run "MLP 784-256-10" "$np" "$th" "${mlp[@]}" --bn local -- "$here/../torch_bench.py" "${mlp[@]}"
+	run "GPT" "$np" "$th" --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --weight-decay 0.1 --steps 5 --warmup 1 -- \
+		"$here/../torch_gpt.py" bench --data "$data" "${gpt[@]}" --steps 5 --warmup 1
+done
