@@ -27,9 +27,9 @@ import (
 //
 // With D = 1 the stages see exactly the micro-batches of np=1, BatchNorm
 // included, so the running statistics are compared too; with D = 2 the
-// ResNet runs --bn local (each micro-batch's own statistics, as at np=1)
-// and its running statistics, updated per micro-batch and averaged at the
-// end, are left out.
+// reference is np=2 without the pipeline (the same replicas, micro-batches
+// and sums), the ResNet on --bn local (each micro-batch's own statistics),
+// running statistics included.
 func TestPipeline(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
@@ -61,14 +61,22 @@ func TestPipeline(t *testing.T) {
 		_, ref := trainAt(t, 1, 1, dir, m.name+"-ref", 20, append(m.args, "--batch-size", "16", "--micro-batches", "8")...)
 		for _, g := range grids {
 			// Each replica's micro-batches are 2 samples, as np=1's 8 of 16.
-			args := append(append(append([]string{}, m.args...), "--batch-size", itoa(16/g.d), "--micro-batches", itoa(8/g.d), "--pipeline", itoa(g.p)), g.extra...)
+			per := append(append([]string{}, m.args...), "--batch-size", itoa(16/g.d), "--micro-batches", itoa(8/g.d))
+			args := append(append(append([]string{}, per...), "--pipeline", itoa(g.p)), g.extra...)
 			name := m.name + "-" + itoa(g.d) + "x" + itoa(g.p) + "x1"
 			r, got := trainAt(t, g.np, g.d, dir, name, 20, args...)
-			want := ref
-			if g.d > 1 && m.name == "resnet" {
-				want, got = withoutRunningStats(want), withoutRunningStats(got)
+			want, against := ref, "np=1"
+			if g.d > 1 {
+				// D replicas sum their micro-batches' gradients in another
+				// order than np=1 does, and a rounding difference that
+				// flips one ReLU moves a gradient by a few percent (seen on
+				// the ResNet for most seeds, with the older kernels too):
+				// the reference is D-way data parallelism without the
+				// pipeline, which sums as the grid does.
+				_, want = trainAt(t, g.d, g.d, dir, name+"-dp", 20, per...)
+				against = "np=" + itoa(g.d) + " without the pipeline"
 			}
-			m.same(t, name+" "+strings.Join(g.extra, " ")+" against np=1", want, got)
+			m.same(t, name+" "+strings.Join(g.extra, " ")+" against "+against, want, got)
 			if !strings.Contains(r.stdout, "pipeline stage 0 of "+itoa(g.p)) {
 				t.Errorf("%s: the log does not describe the pipeline:\n%s", name, r.stdout)
 			}
