@@ -82,7 +82,7 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	if err := s.Steps(sb.Steps); err != nil {
 		return err
 	}
-	t := []float64{time.Since(start).Seconds(), s.Waiting().Seconds(), float64(PeakRSS()), 0}
+	t := []float64{time.Since(start).Seconds(), s.Waiting().Seconds(), float64(PeakRSS()), 0, float64(SharedRSS())}
 	if dev != nil {
 		t[3] = float64(dev.PeakBytes())
 	}
@@ -111,6 +111,9 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "samples/s %.1f\nms/step %.2f (slowest rank; %.2f of it waiting for gradients)\nGFLOP/s per rank %.1f\nfraction of %s %.2f\npeak RSS per rank %.0f MiB\n",
 		sps, perStep*1e3, t[1]/float64(sb.Steps)*1e3, perRank, short, perRank/sgemm, t[2]/(1<<20))
+	if t[4] > 0 {
+		fmt.Fprintf(out, "shared memory in that RSS, per rank %.0f MiB (the gradient segment the host's ranks reduce through: counted in every rank that touched a page, held once)\n", t[4]/(1<<20))
+	}
 	if dev != nil {
 		fmt.Fprintf(out, "peak device memory per rank %.0f MiB (train's allocations; cuDNN's and cuBLAS's own not counted)\n", t[3]/(1<<20))
 	}

@@ -13,7 +13,15 @@ import (
 
 // PeakRSS is this process's peak resident memory in bytes (VmHWM), 0 if
 // /proc does not say.
-func PeakRSS() int64 {
+func PeakRSS() int64 { return status("VmHWM:") }
+
+// SharedRSS is the shared memory (RssShmem) now resident in this process:
+// pages of the segment the host's ranks reduce through (mpi.Shm), which
+// RSS counts in every rank that touched them, although each exists once.
+func SharedRSS() int64 { return status("RssShmem:") }
+
+// status reads one kB field of /proc/self/status, in bytes; 0 if absent.
+func status(field string) int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0
@@ -21,7 +29,7 @@ func PeakRSS() int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			return kb << 10
 		}

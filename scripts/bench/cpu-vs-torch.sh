@@ -9,6 +9,9 @@
 #   scripts/bench/cpu-vs-torch.sh ROUNDS GPT_DATA [T]
 #   scripts/bench/cpu-vs-torch.sh 5 data/kjv        # T: this machine's cores
 #
+# Then train alone at np=1 with 1 and with T threads, interleaved: how a
+# rank scales with its threads (the issue's target: at least 0.9 T).
+#
 # ResNet-20 and the MLP: batch 64 per rank of 1x28x28, SGD with momentum,
 # BatchNorm per rank on both sides (PyTorch DDP's default; train
 # --bn local). The GPT: scripts/bench/gpt-vs-torch.sh's configuration
@@ -66,3 +69,24 @@ for np in 1 "$T"; do
 	run "GPT" "$np" "$th" --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --weight-decay 0.1 --steps 5 --warmup 1 -- \
 		"$here/../torch_gpt.py" bench --data "$data" "${gpt[@]}" --steps 5 --warmup 1
 done
+
+# scale NAME UNIT TRAIN_ARGS: np=1 with 1 thread and with T, interleaved.
+scale() {
+	local name=$1 unit=$2
+	shift 2
+	local mpi=(mpirun -np 1 --bind-to none)
+	[[ $EUID -eq 0 ]] && mpi+=(--allow-run-as-root)
+	local one="" many=""
+	echo "## $name: np 1, 1 thread against $T threads"
+	for i in $(seq 1 "$rounds"); do
+		a=$("${mpi[@]}" "$train" bench step "$@" --threads 1 | awk -v u="$unit" '$1==u{print $2}')
+		b=$("${mpi[@]}" "$train" bench step "$@" --threads "$T" | awk -v u="$unit" '$1==u{print $2}')
+		echo "round $i: 1 thread $a $unit, $T threads $b $unit"
+		one+="$a " many+="$b "
+	done
+	a=$(median <<<"$one")
+	b=$(median <<<"$many")
+	echo "median $unit: 1 thread $a, $T threads $b, speed-up $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", b/a}') (target $(awk -v t="$T" 'BEGIN{printf "%.1f", 0.9*t}'))"
+}
+scale "ResNet-20" samples/s "${resnet[@]}" --bn local
+scale "GPT" tokens/s --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --weight-decay 0.1 --steps 5 --warmup 1
