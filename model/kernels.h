@@ -47,6 +47,8 @@ void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n);
 void k_add_par(float *y, const float *a, const float *b, size_t n);
 void k_gelu_par(float *y, const float *x, size_t n);
 void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n);
+void k_xent_par(float *d, const float *logits, const int32_t *labels, size_t rows, size_t V, float scale,
+                double *loss, int64_t *correct);
 void k_bn_stats_par(const float *x, size_t rows, size_t C, double *s);
 void k_bn_grad_sums_par(const float *x, const float *dy, const float *y, size_t rows, size_t C, const float *mhi,
                         const float *mlo, const float *invstd, int relu, double *s);

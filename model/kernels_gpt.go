@@ -2,10 +2,10 @@ package model
 
 /*
 #include "kernels.h"
-// k_xent writes its sums through pointers to Go locals; keep them on the
+// k_xent_par writes its sums through pointers to Go locals; keep them on the
 // stack (a training step allocates nothing).
-#cgo noescape k_xent
-#cgo nocallback k_xent
+#cgo noescape k_xent_par
+#cgo nocallback k_xent_par
 */
 import "C"
 
@@ -44,7 +44,7 @@ func xent(d, logits []float32, labels []int32, rows, classes int, scale float32)
 	}
 	var l C.double
 	var c C.int64_t
-	C.k_xent(dp, f32(logits), i32(labels), C.size_t(rows), C.size_t(classes), C.float(scale), &l, &c)
+	C.k_xent_par(dp, f32(logits), i32(labels), C.size_t(rows), C.size_t(classes), C.float(scale), &l, &c)
 	return float64(l), int(c)
 }
 

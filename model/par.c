@@ -188,7 +188,8 @@ static float *scratch(int w, size_t n) {
 static void *parts;
 static size_t parts_cap;
 
-// partials is the caller's buffer for the parts of one reduction.
+// partials is the caller's buffer for the parts of one reduction. It
+// and the passes are for one goroutine at a time (the training one).
 static void *partials(size_t bytes) {
 	if (parts_cap < bytes) {
 		free(parts);
@@ -309,6 +310,42 @@ static void t_gelu_backward(void *p, size_t lo, size_t hi, int w) {
 void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n) {
 	struct ew e = {.y = dx, .dy = dy, .x = x, .u = GRAIN};
 	ew_run(&e, n, 1, t_gelu_backward);
+}
+
+// ---- the cross-entropy over wide rows: parts by shape ----
+
+struct xent {
+	float *d;
+	const float *logits;
+	const int32_t *labels;
+	size_t rows, V, per;
+	float scale;
+	double *loss;     // one per part
+	int64_t *correct; // one per part
+};
+
+static void t_xent(void *p, size_t lo, size_t hi, int w) {
+	struct xent *x = p;
+	(void)w;
+	for (size_t u = lo; u < hi; u++) {
+		size_t r0 = u * x->per, r1 = r0 + x->per < x->rows ? r0 + x->per : x->rows;
+		x->loss[u] = 0, x->correct[u] = 0;
+		k_xent(x->d ? x->d + r0 * x->V : NULL, x->logits + r0 * x->V, x->labels + r0, r1 - r0, x->V, x->scale,
+		       &x->loss[u], &x->correct[u]);
+	}
+}
+
+// k_xent_par is k_xent across the threads: rows cut into at most 16
+// parts by the shape alone, the parts' losses added in part order.
+void k_xent_par(float *d, const float *logits, const int32_t *labels, size_t rows, size_t V, float scale,
+                double *loss, int64_t *correct) {
+	size_t per = (rows + 15) / 16, min = rows_each(V);
+	per = per > min ? per : min;
+	size_t units = (rows + per - 1) / per;
+	double *ps = partials(units * (sizeof(double) + sizeof(int64_t)));
+	struct xent x = {d, logits, labels, rows, V, per, scale, ps, (int64_t *)(ps + units)};
+	run(units, t_xent, &x);
+	for (size_t u = 0; u < units; u++) *loss += x.loss[u], *correct += x.correct[u];
 }
 
 // ---- BatchNorm's sums: parts by shape, summed in part order ----
