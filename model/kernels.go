@@ -89,16 +89,3 @@ func reluMask(g, dy, y []float32, n int) {
 	need(n, g, dy, y)
 	C.k_relu_mask_par(f32(g), f32(dy), f32(y), C.size_t(n))
 }
-
-// im2col fills cols (n*oh*ow, k*k*ch) from x (n, h, w, ch), NHWC, for a
-// k x k window with the given stride and zero padding: each row is one
-// output pixel's window ordered (i, j, channel).
-func im2col(cols, x []float32, n, ch, h, w, k, stride, pad, oh, ow int) {
-	need(n*oh*ow*k*k*ch, cols)
-	need(n*h*w*ch, x)
-	if n == 0 {
-		return
-	}
-	z := func(v int) C.size_t { return C.size_t(v) }
-	C.k_im2col(f32(cols), f32(x), z(n), z(ch), z(h), z(w), z(k), z(stride), z(pad), z(oh), z(ow))
-}

@@ -256,60 +256,40 @@ void k_bn_dx_par(float *dx, const float *dy, const float *x, const float *y, siz
 	ew_run(&e, rows, C, t_bn_dx);
 }
 
-// Flat passes over n values: rows of one.
-static void t_add_relu(void *p, size_t lo, size_t hi, int w) {
-	struct ew *e = p;
-	ROWS(e);
-	k_add_relu(e->y + r0, e->a + r0, e->b + r0, r1 - r0);
+// Flat passes over n values (rows of one): kernels of the shape
+// f(out, in1, in2, n).
+typedef void (*flat_fn)(float *, const float *, const float *, size_t);
+
+struct flat {
+	flat_fn f;
+	float *y;
+	const float *a, *b;
+	size_t n;
+};
+
+static void t_flat(void *p, size_t lo, size_t hi, int w) {
+	struct flat *e = p;
+	size_t r0 = lo * GRAIN, r1 = hi * GRAIN < e->n ? hi * GRAIN : e->n;
+	(void)w;
+	e->f(e->y + r0, e->a + r0, e->b ? e->b + r0 : NULL, r1 - r0);
 }
 
-void k_add_relu_par(float *y, const float *a, const float *b, size_t n) {
-	struct ew e = {.y = y, .a = a, .b = b, .u = GRAIN};
-	ew_run(&e, n, 1, t_add_relu);
+static void flat_run(flat_fn f, float *y, const float *a, const float *b, size_t n) {
+	struct flat e = {f, y, a, b, n};
+	run((n + GRAIN - 1) / GRAIN, t_flat, &e);
 }
 
-static void t_relu_mask(void *p, size_t lo, size_t hi, int w) {
-	struct ew *e = p;
-	ROWS(e);
-	k_relu_mask(e->y + r0, e->dy + r0, e->yr + r0, r1 - r0);
+static void gelu1(float *y, const float *x, const float *unused, size_t n) {
+	(void)unused;
+	k_gelu(y, x, n);
 }
 
-void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n) {
-	struct ew e = {.y = g, .dy = dy, .yr = y, .u = GRAIN};
-	ew_run(&e, n, 1, t_relu_mask);
-}
-
-static void t_add(void *p, size_t lo, size_t hi, int w) {
-	struct ew *e = p;
-	ROWS(e);
-	k_add(e->y + r0, e->a + r0, e->b + r0, r1 - r0);
-}
-
-void k_add_par(float *y, const float *a, const float *b, size_t n) {
-	struct ew e = {.y = y, .a = a, .b = b, .u = GRAIN};
-	ew_run(&e, n, 1, t_add);
-}
-
-static void t_gelu(void *p, size_t lo, size_t hi, int w) {
-	struct ew *e = p;
-	ROWS(e);
-	k_gelu(e->y + r0, e->x + r0, r1 - r0);
-}
-
-void k_gelu_par(float *y, const float *x, size_t n) {
-	struct ew e = {.y = y, .x = x, .u = GRAIN};
-	ew_run(&e, n, 1, t_gelu);
-}
-
-static void t_gelu_backward(void *p, size_t lo, size_t hi, int w) {
-	struct ew *e = p;
-	ROWS(e);
-	k_gelu_backward(e->y + r0, e->dy + r0, e->x + r0, r1 - r0);
-}
-
+void k_add_relu_par(float *y, const float *a, const float *b, size_t n) { flat_run(k_add_relu, y, a, b, n); }
+void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n) { flat_run(k_relu_mask, g, dy, y, n); }
+void k_add_par(float *y, const float *a, const float *b, size_t n) { flat_run(k_add, y, a, b, n); }
+void k_gelu_par(float *y, const float *x, size_t n) { flat_run(gelu1, y, x, NULL, n); }
 void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n) {
-	struct ew e = {.y = dx, .dy = dy, .x = x, .u = GRAIN};
-	ew_run(&e, n, 1, t_gelu_backward);
+	flat_run(k_gelu_backward, dx, dy, x, n);
 }
 
 // ---- the cross-entropy over wide rows: parts by shape ----

@@ -81,3 +81,43 @@ func TestNonFinite(t *testing.T) {
 		}
 	}
 }
+
+// TestAdamThreads: an update cut across workers (SetThreads) gives the
+// bits of one thread, finds a NaN in any part, and allocates nothing.
+func TestAdamThreads(t *testing.T) {
+	const n = 3<<20 + 5
+	run := func(threads int, nan bool) ([]float32, bool, float64) {
+		SetThreads(threads)
+		defer SetThreads(1)
+		o, err := New(Config{Name: "adamw", Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, g := make([]float32, n), make([]float32, n)
+		for i := range p {
+			p[i], g[i] = float32(i%1000)/1000, float32(i%777)/777-0.5
+		}
+		if nan {
+			g[n-3] = float32(math.NaN())
+		}
+		ok := o.Step(p, g, 1e-3, 1)
+		allocs := testing.AllocsPerRun(2, func() { o.Step(p, g, 1e-3, 2) })
+		return p, ok, allocs
+	}
+	one, _, _ := run(1, false)
+	two, ok, allocs := run(3, false)
+	if !ok {
+		t.Fatal("a finite update reported non-finite")
+	}
+	if allocs != 0 {
+		t.Errorf("an update on 3 threads allocates %v times", allocs)
+	}
+	for i := range one {
+		if math.Float32bits(one[i]) != math.Float32bits(two[i]) {
+			t.Fatalf("[%d]: %v on 3 threads, %v on one", i, two[i], one[i])
+		}
+	}
+	if _, ok, _ := run(3, true); ok {
+		t.Error("a NaN in the last part went unnoticed on 3 threads")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 )
 
 // Optimizer updates a flat parameter buffer from a flat gradient buffer.
@@ -81,7 +82,12 @@ type Adam struct {
 	Decoupled                      bool
 	M, V                           []float32 // exp_avg, exp_avg_sq
 	segs                           []segment // runs with and without decay; nil: all decay
+	wg                             sync.WaitGroup
+	bads                           [maxThreads]float32 // each worker's sum of g-g
 }
+
+// maxThreads bounds the workers one update is cut across.
+const maxThreads = 64
 
 // Step applies update t.
 func (a *Adam) Step(params, grads []float32, lr float32, t int) bool {
@@ -105,7 +111,7 @@ func (a *Adam) Step(params, grads []float32, lr float32, t int) bool {
 		default:
 			l2 = wd
 		}
-		bad += k.apply(params[lo:sg.End], grads[lo:sg.End], a.M[lo:sg.End], a.V[lo:sg.End], shrink, l2)
+		bad += k.applyPar(params[lo:sg.End], grads[lo:sg.End], a.M[lo:sg.End], a.V[lo:sg.End], shrink, l2, &a.wg, a.bads[:])
 		lo = sg.End
 	}
 	return bad == 0

@@ -437,7 +437,8 @@ func (s *Session) loadBLAS() string {
 	}
 	// --openblas names another build of the library (a path or a soname);
 	// a name that does not load keeps gonum.
-	model.SetThreads(threads)
+	threads = model.SetThreads(threads)
+	optim.SetThreads(threads)
 	info, err := openblas.Load(s.Cfg.Device.OpenBLAS, 1)
 	if err != nil {
 		return fmt.Sprintf("blas: gonum (pure Go; %v), %d thread(s) per rank", err, threads)
