@@ -4,12 +4,15 @@
 // why.
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shm.h"
@@ -55,17 +58,47 @@ void tr_shm_unmap(void *base, size_t bytes) { munmap(base, bytes); }
 
 static _Atomic uint64_t *arrival(void *base, int r) { return (_Atomic uint64_t *)((char *)base + (size_t)r * LINE); }
 
-// barrier: this rank has reached v; wait for every rank to. Spins
-// briefly, then yields the core (ranks may outnumber cores).
+// word is the low 32 bits of rank r's counter, the futex its waiters
+// sleep on (a shared futex: the segment is mapped by several processes);
+// sleepers counts them, in the same line.
+static uint32_t *word(void *base, int r) { return (uint32_t *)((char *)base + (size_t)r * LINE); }
+static _Atomic uint32_t *sleepers(void *base, int r) { return (_Atomic uint32_t *)((char *)base + (size_t)r * LINE + 8); }
+
+static uint64_t now_ns(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+// SPIN_NS: how long a rank spins for a late one before sleeping. Ranks on
+// cores of their own meet within microseconds; a rank that waits longer
+// (the others still in backward) gives its core to its own computation.
+#define SPIN_NS 50000
+
+// barrier: this rank has reached v; wait for every rank to: spin up to
+// SPIN_NS, then sleep on the late rank's futex (1 ms at most, then look
+// again). The arriving rank wakes its sleepers only when there are any
+// (seq_cst on both sides: a sleeper that registered late finds the new
+// value in FUTEX_WAIT's comparison and does not sleep).
 static void barrier(void *base, int rank, int size, uint64_t v) {
-	atomic_store_explicit(arrival(base, rank), v, memory_order_release);
+	atomic_store(arrival(base, rank), v);
+	if (atomic_load(sleepers(base, rank)) > 0)
+		syscall(SYS_futex, word(base, rank), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	uint64_t t0 = 0;
 	for (int q = 0; q < size; q++) {
+		uint64_t a;
 		int spins = 0;
-		while (atomic_load_explicit(arrival(base, q), memory_order_acquire) < v) {
-			if (++spins < 256)
+		while ((a = atomic_load(arrival(base, q))) < v) {
+			if (++spins % 64) {
 				PAUSE();
-			else
-				sched_yield();
+				continue;
+			}
+			if (!t0) t0 = now_ns();
+			if (now_ns() - t0 < SPIN_NS) continue;
+			struct timespec ms = {0, 1000000};
+			atomic_fetch_add(sleepers(base, q), 1);
+			syscall(SYS_futex, word(base, q), FUTEX_WAIT, (uint32_t)a, &ms, NULL, 0);
+			atomic_fetch_sub(sleepers(base, q), 1);
 		}
 	}
 }
