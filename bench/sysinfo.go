@@ -64,8 +64,8 @@ func MemcpyGBs(scratch []float32, size int) float64 {
 	return best
 }
 
-// SgemmGFLOPs measures SGEMM as the model runs it (model.Sgemm: the
-// installed blas32 implementation on the rank's threads) on n x n x n
+// SgemmGFLOPs measures SGEMM as the model runs it (model.Sgemm:
+// OpenBLAS's, cut across the rank's threads) on n x n x n
 // matrices, best of three, in GFLOP/s: the yardstick a model's achieved
 // FLOP rate is compared with.
 func SgemmGFLOPs(n int) float64 {

@@ -1,11 +1,12 @@
-// Package openblas loads OpenBLAS at run time and makes its SGEMM the one
-// gonum's blas32 package (and so the model) uses.
+// Package openblas loads OpenBLAS at run time: the model's C code calls
+// its cblas_sgemm (CblasSgemm), and Load also installs it behind gonum's
+// blas32 interface.
 //
 // The binary does not link OpenBLAS: it is dlopen'ed, so train starts on a
-// machine without it (the GPU machine's image, a minimal container) and
-// keeps gonum's pure-Go BLAS there. Only Sgemm goes to OpenBLAS, the one
-// routine the layers spend their time in; every other routine stays
-// gonum's. Debian's libopenblas0 gives about 100 GFLOP/s per core on this
+// machine without it (the GPU machine's image, a minimal container), where
+// the model multiplies with plain C loops. Only Sgemm goes to OpenBLAS, the
+// one routine the layers spend their time in; every other blas32 routine
+// stays gonum's. Debian's libopenblas0 gives about 100 GFLOP/s per core on this
 // project's Zen 4 machines against gonum's 11.
 package openblas
 

@@ -424,8 +424,8 @@ func checkWritable(dir string) error {
 // loadBLAS sizes the model's thread pool from --threads or the cores this
 // rank may use, puts OpenBLAS behind the model's matrix products with one
 // thread of its own (the pool cuts the products across the threads:
-// model/par.go), and describes the outcome; without the library the
-// pure-Go gonum BLAS stays.
+// model/par.c), and describes the outcome; without the library the
+// model's C code multiplies with a plain loop of its own.
 func (s *Session) loadBLAS() string {
 	threads := s.Cfg.Device.Threads
 	if threads == 0 {
@@ -436,12 +436,12 @@ func (s *Session) loadBLAS() string {
 		threads = coresPerRank(localSize)
 	}
 	// --openblas names another build of the library (a path or a soname);
-	// a name that does not load keeps gonum.
+	// a name that does not load leaves the plain loop.
 	threads = model.SetThreads(threads)
 	optim.SetThreads(threads)
 	info, err := openblas.Load(s.Cfg.Device.OpenBLAS, 1)
 	if err != nil {
-		return fmt.Sprintf("blas: gonum (pure Go; %v), %d thread(s) per rank", err, threads)
+		return fmt.Sprintf("blas: none, plain C loops (%v), %d thread(s) per rank", err, threads)
 	}
 	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank", info.Core, threads)
 }
