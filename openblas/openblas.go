@@ -22,6 +22,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"gonum.org/v1/gonum/blas"
@@ -68,6 +69,7 @@ func Load(path string, threads int) (Info, error) {
 			return Info{}, fmt.Errorf("OpenBLAS: %s", C.GoString(&buf[0]))
 		}
 		loaded = true
+		cblas.Store((*byte)(C.ob_sgemm_ptr()))
 	}
 	C.ob_set_threads(C.int(threads))
 	blas32.Use(Implementation{})
@@ -81,14 +83,11 @@ func Load(path string, threads int) (Info, error) {
 // CblasSgemm is the loaded library's cblas_sgemm, for C code that calls
 // it directly (the model's thread pool, which holds OpenBLAS to one
 // thread and cuts the products itself); nil before Load succeeds.
-func CblasSgemm() unsafe.Pointer {
-	mu.Lock()
-	defer mu.Unlock()
-	if !loaded {
-		return nil
-	}
-	return C.ob_sgemm_ptr()
-}
+// It is read on every matrix product, so it takes no lock.
+func CblasSgemm() unsafe.Pointer { return unsafe.Pointer(cblas.Load()) }
+
+// cblas is cblas_sgemm once Load succeeded.
+var cblas atomic.Pointer[byte]
 
 // Implementation is gonum's pure-Go blas.Float32 with Sgemm from OpenBLAS.
 // Use it only after Load succeeded.
