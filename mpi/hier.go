@@ -5,7 +5,11 @@ package mpi
 */
 import "C"
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"train/flight"
+)
 
 // Hier is the hierarchical allreduce (Horovod's
 // HOROVOD_HIERARCHICAL_ALLREDUCE): reduce within each host over shared
@@ -71,6 +75,13 @@ func (h *Hier) Hosts() int { return h.hosts }
 // AllreduceFloat32 sums (or averages, op Mean) buf across the world in
 // place. Every rank ends with the leaders' bits: bit-identical replicas.
 func (h *Hier) AllreduceFloat32(buf []float32, op Op) error {
+	id := h.world.fl.Begin("allreduce", "hier", flight.All, 4*int64(len(buf)), "float32")
+	err := h.allreduce(buf, op)
+	h.world.fl.End(id, err)
+	return err
+}
+
+func (h *Hier) allreduce(buf []float32, op Op) error {
 	if op != Sum && op != Mean {
 		panic("mpi: hierarchical allreduce supports Sum and Mean")
 	}

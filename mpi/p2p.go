@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"runtime"
 	"unsafe"
+
+	"train/flight"
 )
 
 // Small point-to-point messages, for the watchdog that reports stalled
@@ -24,7 +26,10 @@ func (w *World) SendInt64(buf []int64, dest, tag int) error {
 		p = unsafe.Pointer(&buf[0])
 	}
 	traffic.sent.Add(8 * int64(len(buf)))
-	return errorf(C.tr_send(w.comm, p, C.int(len(buf)), cI64, C.int(dest), C.int(tag)), w.rank, "MPI_Send")
+	id := w.fl.Begin("send", "", dest, 8*int64(len(buf)), "int64")
+	err := errorf(C.tr_send(w.comm, p, C.int(len(buf)), cI64, C.int(dest), C.int(tag)), w.rank, "MPI_Send")
+	w.fl.End(id, err)
+	return err
 }
 
 // SendFloat32 sends buf to rank dest with tag, waiting until MPI has taken
@@ -38,7 +43,10 @@ func (w *World) SendFloat32(buf []float32, dest, tag int) error {
 		p = unsafe.Pointer(&buf[0])
 	}
 	traffic.sent.Add(4 * int64(len(buf)))
-	return errorf(C.tr_send(w.comm, p, C.int(len(buf)), cF32, C.int(dest), C.int(tag)), w.rank, "MPI_Send(float32)")
+	id := w.fl.Begin("send", "", dest, 4*int64(len(buf)), "float32")
+	err := errorf(C.tr_send(w.comm, p, C.int(len(buf)), cF32, C.int(dest), C.int(tag)), w.rank, "MPI_Send(float32)")
+	w.fl.End(id, err)
+	return err
 }
 
 // RecvFloat32 receives len(buf) float32 values from rank source with tag.
@@ -51,7 +59,10 @@ func (w *World) RecvFloat32(buf []float32, source, tag int) error {
 		p = unsafe.Pointer(&buf[0])
 	}
 	traffic.recv.Add(4 * int64(len(buf)))
-	return errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cF32, C.int(source), C.int(tag)), w.rank, "MPI_Recv(float32)")
+	id := w.fl.Begin("recv", "", source, 4*int64(len(buf)), "float32")
+	err := errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cF32, C.int(source), C.int(tag)), w.rank, "MPI_Recv(float32)")
+	w.fl.End(id, err)
+	return err
 }
 
 // Probe reports whether a message with tag has arrived from any rank, and
@@ -77,10 +88,34 @@ func (w *World) ProbeFrom(from, tag int) (source int, ok bool, err error) {
 // order their messages arrive.
 func (w *World) WaitAny(tag int) (source int, err error) {
 	var src C.int
-	if err := errorf(C.tr_probe(w.comm, C.int(tag), &src), w.rank, "MPI_Probe"); err != nil {
+	id := w.fl.Begin("probe", "", flight.Any, 0, "")
+	err = errorf(C.tr_probe(w.comm, C.int(tag), &src), w.rank, "MPI_Probe")
+	w.fl.End(id, err)
+	if err != nil {
 		return 0, err
 	}
 	return int(src), nil
+}
+
+// PollFrom waits for a message with tag from rank from (any rank if
+// from < 0) by probing without blocking, calling idle(i) between the
+// i-th probe and the next (a thread that shares its core yields there),
+// and says from which rank it came. The flight recorder sees one wait,
+// not every probe.
+func (w *World) PollFrom(from, tag int, idle func(i int)) (int, error) {
+	peer := from
+	if from < 0 {
+		peer = flight.Any
+	}
+	id := w.fl.Begin("probe", "", peer, 0, "")
+	for i := 0; ; i++ {
+		src, ok, err := w.ProbeFrom(from, tag)
+		if err != nil || ok {
+			w.fl.End(id, err)
+			return src, err
+		}
+		idle(i)
+	}
 }
 
 // RecvInt64 receives len(buf) int64 values from rank source with tag,
@@ -91,7 +126,10 @@ func (w *World) RecvInt64(buf []int64, source, tag int) error {
 		p = unsafe.Pointer(&buf[0])
 	}
 	traffic.recv.Add(8 * int64(len(buf)))
-	return errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cI64, C.int(source), C.int(tag)), w.rank, "MPI_Recv")
+	id := w.fl.Begin("recv", "", source, 8*int64(len(buf)), "int64")
+	err := errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cI64, C.int(source), C.int(tag)), w.rank, "MPI_Recv")
+	w.fl.End(id, err)
+	return err
 }
 
 // SendrecvBytes sends send to rank dest and receives len(recv) bytes from
@@ -141,7 +179,7 @@ func (m Msg) parts() (p unsafe.Pointer, n, typ, bytes int) {
 // blocking send to this rank always finds its receive, however long this
 // rank's own sends wait: ranks that talk to several peers this way (a
 // worker and its parameter servers) cannot close a cycle of waits.
-func (w *World) Exchange(send, recv []Msg) error {
+func (w *World) Exchange(send, recv []Msg) (err error) {
 	n := len(send) + len(recv)
 	if n == 0 {
 		return nil
@@ -173,5 +211,23 @@ func (w *World) Exchange(send, recv []Msg) error {
 	}
 	traffic.sent.Add(int64(sent))
 	traffic.recv.Add(int64(received))
+	// One event per message, all of them ending when the last does.
+	var ids [16]uint64
+	rec := ids[:0]
+	if w.fl != nil {
+		for i, m := range append(append([]Msg{}, recv...), send...) {
+			_, _, typ, bytes := m.parts()
+			op := "send"
+			if i < len(recv) {
+				op = "recv"
+			}
+			rec = append(rec, w.fl.Begin(op, "", m.Peer, int64(bytes), dtypes[C.int(typ)]))
+		}
+		defer func() {
+			for _, id := range rec {
+				w.fl.End(id, err)
+			}
+		}()
+	}
 	return errorf(C.tr_exchange(w.comm, C.int(len(recv)), C.int(len(send)), &bufs[0], &counts[0], &types[0], &peers[0], &tags[0]), w.rank, "MPI_Irecv/MPI_Isend/MPI_Waitall")
 }

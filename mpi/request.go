@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"runtime"
 	"unsafe"
+
+	"train/flight"
 )
 
 // Request is a non-blocking send or receive in flight, as a pipeline
@@ -22,6 +24,8 @@ type Request struct {
 	rank int
 	op   string
 	done bool
+	fl   *flight.Comm // the recorder's, and this request's event
+	id   uint64
 }
 
 // IsendFloat32 starts sending buf to rank dest with tag.
@@ -31,6 +35,7 @@ func (w *World) IsendFloat32(buf []float32, dest, tag int) (*Request, error) {
 		return nil, err
 	}
 	traffic.sent.Add(4 * int64(len(buf)))
+	r.fl, r.id = w.fl, w.fl.Begin("send", "nonblocking", dest, 4*int64(len(buf)), "float32")
 	if err := r.started(C.tr_isend(w.comm, p, C.int(len(buf)), cF32, C.int(dest), C.int(tag), &r.h)); err != nil {
 		return nil, err
 	}
@@ -45,6 +50,7 @@ func (w *World) IrecvFloat32(buf []float32, source, tag int) (*Request, error) {
 		return nil, err
 	}
 	traffic.recv.Add(4 * int64(len(buf)))
+	r.fl, r.id = w.fl, w.fl.Begin("recv", "nonblocking", source, 4*int64(len(buf)), "float32")
 	if err := r.started(C.tr_irecv(w.comm, p, C.int(len(buf)), cF32, C.int(source), C.int(tag), &r.h)); err != nil {
 		return nil, err
 	}
@@ -66,6 +72,7 @@ func (w *World) request(buf []float32, op string, peer int) (*Request, unsafe.Po
 
 func (r *Request) started(rc C.int) error {
 	if err := errorf(rc, r.rank, r.op); err != nil {
+		r.fl.End(r.id, err)
 		r.finish()
 		return err
 	}
@@ -78,7 +85,9 @@ func (r *Request) Wait() error {
 		return nil
 	}
 	defer r.finish()
-	return errorf(C.tr_wait(&r.h), r.rank, r.op+" (MPI_Wait)")
+	err := errorf(C.tr_wait(&r.h), r.rank, r.op+" (MPI_Wait)")
+	r.fl.End(r.id, err)
+	return err
 }
 
 // Test reports whether the request has completed, without blocking.
@@ -88,10 +97,12 @@ func (r *Request) Test() (bool, error) {
 	}
 	var flag C.int
 	if err := errorf(C.tr_test(&r.h, &flag), r.rank, r.op+" (MPI_Test)"); err != nil {
+		r.fl.End(r.id, err)
 		r.finish()
 		return true, err
 	}
 	if flag != 0 {
+		r.fl.End(r.id, nil)
 		r.finish()
 	}
 	return flag != 0, nil

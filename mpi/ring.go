@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 	"unsafe"
+
+	"train/flight"
 )
 
 // Ring tuning: the knobs of RingAllreduceFloat32, in one place.
@@ -88,6 +90,17 @@ func (w *World) ringAllreduce(buf []float32, op Op, comp Compression) error {
 	if op != Sum && op != Mean {
 		panic("mpi: ring allreduce supports Sum and Mean")
 	}
+	algo := "ring"
+	if comp != None {
+		algo = "ring " + comp.String()
+	}
+	id := w.fl.Begin("allreduce", algo, flight.All, 4*int64(len(buf)), "float32")
+	err := w.ringAllreduceOf(buf, op, comp)
+	w.fl.End(id, err)
+	return err
+}
+
+func (w *World) ringAllreduceOf(buf []float32, op Op, comp Compression) error {
 	n := w.size
 	if n == 1 || len(buf) == 0 {
 		return nil
@@ -121,7 +134,10 @@ func (w *World) RingReduceScatterFloat32(buf []float32, owned func(rank int) (lo
 	if w.size == 1 || len(buf) == 0 {
 		return nil
 	}
-	return w.ring2(buf, w.ringChunks(owned), op, None, true, false)
+	id := w.fl.Begin("reduce_scatter", "ring", flight.All, 4*int64(len(buf)), "float32")
+	err := w.ring2(buf, w.ringChunks(owned), op, None, true, false)
+	w.fl.End(id, err)
+	return err
 }
 
 // RingAllgatherFloat32 is the ring's second half on its own: every rank
@@ -132,7 +148,10 @@ func (w *World) RingAllgatherFloat32(buf []float32, owned func(rank int) (lo, hi
 	if w.size == 1 || len(buf) == 0 {
 		return nil
 	}
-	return w.ring2(buf, w.ringChunks(owned), Sum, None, false, true)
+	id := w.fl.Begin("allgather", "ring", flight.All, 4*int64(len(buf)), "float32")
+	err := w.ring2(buf, w.ringChunks(owned), Sum, None, false, true)
+	w.fl.End(id, err)
+	return err
 }
 
 // ringChunks maps the ring's chunks onto ranks' ranges: the reduce-scatter

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	gompi "github.com/sbromberger/gompi"
+
+	"train/flight"
 )
 
 // Op is a reduction operation.
@@ -52,7 +54,25 @@ type World struct {
 	// The ring allreduce's communicator and scratch slots (ring.go).
 	ring    C.MPI_Comm
 	scratch []float32
+
+	fl *flight.Comm // this communicator's calls in the flight recorder; nil: not recorded
 }
+
+// Record makes rec record this World's calls under name, which must be
+// the same on every member and unique in the job (flight.Recorder.Comm).
+// Call it before the World's first collective, on every member.
+func (w *World) Record(rec *flight.Recorder, name string) {
+	w.fl = rec.Comm(name, w.rank, w.size)
+}
+
+// Flight is the World's recorder counters, for calls made outside this
+// package that belong to it (a GPU allreduce among its ranks) and for
+// labelling the next collective; nil (which records nothing) when the
+// World is not recorded.
+func (w *World) Flight() *flight.Comm { return w.fl }
+
+// dtypes names the element types for the recorder.
+var dtypes = map[C.int]string{cF32: "float32", cF64: "float64", cByte: "byte", cI64: "int64"}
 
 // Init starts MPI (unless it already runs) at MPI_THREAD_MULTIPLE and
 // returns the world. Without a launcher (no mpirun, no srun) it is a world
@@ -181,11 +201,15 @@ func allreduce[T float32 | float64 | int64](w *World, buf []T, typ C.int, op Op,
 	if len(buf) == 0 {
 		return nil
 	}
-	traffic.coll.Add(int64(len(buf)) * int64(unsafe.Sizeof(buf[0])))
+	bytes := int64(len(buf)) * int64(unsafe.Sizeof(buf[0]))
+	traffic.coll.Add(bytes)
+	id := w.fl.Begin("allreduce", "mpi", flight.All, bytes, dtypes[typ])
 	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), int(unsafe.Sizeof(buf[0])), func(p unsafe.Pointer, n int) C.int {
 		return C.tr_allreduce(w.comm, p, C.int(n), typ, op.c())
 	})
-	if err := errorf(rc, w.rank, name); err != nil {
+	err := errorf(rc, w.rank, name)
+	w.fl.End(id, err)
+	if err != nil {
 		return err
 	}
 	if op == Mean && w.size > 1 {
@@ -202,16 +226,23 @@ func bcast[T byte | float32 | int64](w *World, buf []T, typ C.int, root int, nam
 	if len(buf) == 0 {
 		return nil
 	}
-	traffic.coll.Add(int64(len(buf)) * int64(unsafe.Sizeof(buf[0])))
+	bytes := int64(len(buf)) * int64(unsafe.Sizeof(buf[0]))
+	traffic.coll.Add(bytes)
+	id := w.fl.Begin("bcast", "mpi", flight.All, bytes, dtypes[typ])
 	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), int(unsafe.Sizeof(buf[0])), func(p unsafe.Pointer, n int) C.int {
 		return C.tr_bcast(w.comm, p, C.int(n), typ, C.int(root))
 	})
-	return errorf(rc, w.rank, name)
+	err := errorf(rc, w.rank, name)
+	w.fl.End(id, err)
+	return err
 }
 
 // Barrier returns once every rank has entered it.
 func (w *World) Barrier() error {
-	return errorf(C.tr_barrier(w.comm), w.rank, "MPI_Barrier")
+	id := w.fl.Begin("barrier", "mpi", flight.All, 0, "")
+	err := errorf(C.tr_barrier(w.comm), w.rank, "MPI_Barrier")
+	w.fl.End(id, err)
+	return err
 }
 
 // Finalize frees the world's communicator and shuts MPI down. Call it once

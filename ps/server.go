@@ -60,17 +60,13 @@ func (s *Server) await(from int) (int, error) {
 		}
 		return s.W.WaitAny(TagHeader)
 	}
-	for i := 0; ; i++ {
-		src, ok, err := s.W.ProbeFrom(from, TagHeader)
-		if err != nil || ok {
-			return src, err
-		}
+	return s.W.PollFrom(from, TagHeader, func(i int) {
 		if i < 64 {
 			runtime.Gosched()
 		} else {
 			time.Sleep(20 * time.Microsecond)
 		}
-	}
+	})
 }
 
 // recvHeader waits for and reads a header from rank from (any if < 0).

@@ -29,6 +29,7 @@ func (s *Session) syncBN() error {
 	if err != nil {
 		return err
 	}
+	s.flight.record(w, s.W.Flight().Name()+".bn")
 	s.bn = &bnSync{w: w, prog: &s.prog}
 	s.undo = append(s.undo, func() { w.Free() })
 	s.Model.Mode.Reduce = s.bn.reduce

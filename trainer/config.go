@@ -148,6 +148,11 @@ type ObserveOptions struct {
 	LogEvery         int
 	EvalEvery        int // steps between evaluations inside epochs; 0: at epoch ends only
 	Job              Job // where the launcher put us, for logs and metrics
+	// FlightEvents is the flight recorder's size per rank (0: off);
+	// FlightDir where its dumps go ("": <checkpoint dir>/flight, or
+	// ./flight without checkpoints). See flight.go.
+	FlightEvents int
+	FlightDir    string
 }
 
 // Job is what the environment says of the job: main reads it, so that this

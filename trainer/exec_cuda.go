@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"train/flight"
 	"train/gpu"
 	"train/mpi"
 	"train/optim"
@@ -77,7 +78,7 @@ func (e *cudaExecutor) Reducer(w *mpi.World, algo Algorithm, _ mpi.Compression) 
 			return nil, fmt.Errorf("--device cuda: %v", err)
 		}
 		e.fence = !e.overlap
-		return &gpuRingBuckets{e: e, ring: r, ev: map[int]*gpu.Event{}}, nil
+		return &gpuRingBuckets{e: e, w: w, ring: r, ev: map[int]*gpu.Event{}}, nil
 	case NCCL:
 		return &gpuNCCL{e: e, w: w}, nil
 	}
@@ -134,6 +135,7 @@ func (e *cudaExecutor) Close() {}
 // run; without, bucket by bucket after backward.
 type gpuRingBuckets struct {
 	e    *cudaExecutor
+	w    *mpi.World // the ring's ranks, for the flight recorder
 	ring *gpu.Ring
 	ev   map[int]*gpu.Event // by bucket start; read-only once use made it
 }
@@ -153,7 +155,14 @@ func (g *gpuRingBuckets) use(bs []bucket) error {
 
 func (g *gpuRingBuckets) mark(b bucket) { g.ev[b.lo].Record() }
 
-func (g *gpuRingBuckets) reduce(b bucket) error {
+func (g *gpuRingBuckets) flightComm() *flight.Comm { return g.w.Flight() }
+
+// The ring's shifts are its own (its SendrecvBytes are not recorded): the
+// recorder sees one allreduce per bucket, as on the CPU.
+func (g *gpuRingBuckets) reduce(b bucket) (err error) {
+	fl := g.w.Flight()
+	id := fl.Begin("allreduce", "gpu ring "+g.ring.Transport(), flight.All, 4*int64(b.hi-b.lo), "float32")
+	defer func() { fl.End(id, err) }()
 	G := g.e.net.G.Slice(b.lo, b.hi-b.lo)
 	if g.e.overlap {
 		return g.ring.AllreduceAfter(g.ev[b.lo], G, true)
@@ -183,7 +192,12 @@ func (g *gpuNCCL) mark(bucket)        {}
 func (g *gpuNCCL) whole() bool        { return true }
 func (g *gpuNCCL) describe() string   { return "nccl" }
 
-func (g *gpuNCCL) reduce(bucket) error {
+func (g *gpuNCCL) flightComm() *flight.Comm { return g.w.Flight() }
+
+func (g *gpuNCCL) reduce(b bucket) (err error) {
+	fl := g.w.Flight()
+	id := fl.Begin("allreduce", "nccl", flight.All, 4*int64(b.hi-b.lo), "float32")
+	defer func() { fl.End(id, err) }()
 	if g.nccl == nil {
 		x, err := gpu.NewNCCL(g.e.ctx, g.w)
 		if err != nil {
@@ -213,6 +227,8 @@ func (g *gpuViaHost) mark(bucket)        {}
 func (g *gpuViaHost) whole() bool        { return true }
 func (g *gpuViaHost) describe() string   { return "mpi" }
 func (g *gpuViaHost) close()             {}
+
+func (g *gpuViaHost) flightComm() *flight.Comm { return g.w.Flight() }
 
 func (g *gpuViaHost) reduce(bucket) error {
 	G := g.e.net.G

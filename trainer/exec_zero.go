@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"train/flight"
 	"train/model"
 	"train/mpi"
 	"train/optim"
@@ -38,6 +39,7 @@ import (
 // pages touched are memory, so the model's layers read their tensors where
 // they always do.
 type zeroExecutor struct {
+	fl *flightBox // records its communicators
 	Executor
 	stage  int
 	m      *model.Model
@@ -68,7 +70,7 @@ func shardOf(n, size, r int) (lo, hi int) {
 func newZeroExecutor(s *Session, e Executor, r, d int) *zeroExecutor {
 	n := s.Model.Params.Len()
 	lo, hi := shardOf(n, d, r)
-	return &zeroExecutor{Executor: e, stage: s.Cfg.Dist.Zero, m: s.Model, opt: s.Opt, n: n, rank: r, size: d, lo: lo, hi: hi}
+	return &zeroExecutor{Executor: e, stage: s.Cfg.Dist.Zero, m: s.Model, opt: s.Opt, n: n, rank: r, size: d, lo: lo, hi: hi, fl: s.flight}
 }
 
 // owned is the shard function over the range [a, b) of the flat buffer:
@@ -90,6 +92,7 @@ func (z *zeroExecutor) Reducer(w *mpi.World, _ Algorithm, _ mpi.Compression) (bu
 	}
 	z.tw = tw
 	z.worlds = append(z.worlds, tw)
+	z.fl.record(tw, w.Flight().Name()+".zero")
 	ranges, _ := z.m.LayerRanges()
 	for _, rs := range ranges {
 		n := 0
@@ -104,6 +107,7 @@ func (z *zeroExecutor) Reducer(w *mpi.World, _ Algorithm, _ mpi.Compression) (bu
 			return nil, err
 		}
 		z.worlds = append(z.worlds, gw)
+		z.fl.record(gw, w.Flight().Name()+".zero-gather")
 		z.ranges, z.bwd = z.m.LayerRanges()
 		z.resident = make([]bool, len(z.ranges))
 		z.pf = newPrefetcher(func(i int) error { return z.gather(gw, i) })
@@ -379,6 +383,8 @@ func (b *zeroBuckets) inflight() int {
 func (b *zeroBuckets) describe() string {
 	return fmt.Sprintf("ring reduce-scatter (ZeRO-%d)", b.z.stage)
 }
+
+func (b *zeroBuckets) flightComm() *flight.Comm { return b.w.Flight() }
 
 func (b *zeroBuckets) reduce(k bucket) error {
 	z := b.z

@@ -3,6 +3,7 @@ package trainer
 import (
 	"fmt"
 
+	"train/flight"
 	"train/mpi"
 )
 
@@ -85,12 +86,21 @@ type hostReducer struct {
 	// the gradient. It returns the buffer to use instead and the name to
 	// log, or why it could not (collective: the same on every rank).
 	share func(n int) ([]float32, string, error)
+	w     *mpi.World // whose flight recorder sees its allreduces
 }
+
+// flightComm is the recorder counters of the World a reducer's
+// collectives run on, so gradSync can label each bucket's.
+type flightComm interface {
+	flightComm() *flight.Comm
+}
+
+func (r hostReducer) flightComm() *flight.Comm { return r.w.Flight() }
 
 // newHostReducer builds algo over w's ranks; comp puts 16-bit floats on
 // the ring's wire (gradients only).
 func newHostReducer(w *mpi.World, algo Algorithm, comp mpi.Compression) (hostReducer, error) {
-	r := hostReducer{fn: w.RingAllreduceFloat32, free: func() {}, name: algo.String()}
+	r := hostReducer{fn: w.RingAllreduceFloat32, free: func() {}, name: algo.String(), w: w}
 	switch algo {
 	case MPIAllreduce:
 		r.fn = w.AllreduceFloat32

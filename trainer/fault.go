@@ -20,8 +20,13 @@ import (
 //	hang   sleep forever (a stalled rank)
 //	nan    make this rank's gradients NaN (a diverging run)
 //	slow   sleep slowDelay at the start of this and every later step (an
-//	       uneven worker, for the asynchronous strategies)
+//	       uneven worker, for the asynchronous strategies); "slow:DURATION"
+//	       (RANK:STEP:slow:2s) sleeps that long instead
 //	kill-in-checkpoint  (rank 0) SIGKILL itself half way through writing a checkpoint
+//	skip   leave out the step's first gradient allreduce (a rank that
+//	       skips a collective; the strategy allreduce)
+//	size   reduce only half of the step's first gradient bucket (a rank
+//	       that calls a collective with another size)
 const FaultEnv = "TRAIN_FAULT"
 
 // slowDelay is the slow fault's pause per step: many MLP steps' worth.
@@ -30,6 +35,7 @@ const slowDelay = 50 * time.Millisecond
 type fault struct {
 	rank, step int
 	kind       string
+	delay      time.Duration // slow's
 }
 
 func parseFault(s string) (*fault, error) {
@@ -37,7 +43,15 @@ func parseFault(s string) (*fault, error) {
 		return nil, nil
 	}
 	parts := strings.Split(s, ":")
-	bad := fmt.Errorf("%s=%q: want RANK:STEP:KIND, KIND one of error, panic, kill, hang, nan, slow, kill-in-checkpoint", FaultEnv, s)
+	bad := fmt.Errorf("%s=%q: want RANK:STEP:KIND, KIND one of error, panic, kill, hang, nan, slow, slow:DURATION, kill-in-checkpoint, skip, size", FaultEnv, s)
+	delay := slowDelay
+	if len(parts) == 4 && parts[2] == "slow" {
+		d, err := time.ParseDuration(parts[3])
+		if err != nil || d <= 0 {
+			return nil, bad
+		}
+		delay, parts = d, parts[:3]
+	}
 	if len(parts) != 3 {
 		return nil, bad
 	}
@@ -47,11 +61,31 @@ func parseFault(s string) (*fault, error) {
 		return nil, bad
 	}
 	switch parts[2] {
-	case "error", "panic", "kill", "hang", "nan", "slow", "kill-in-checkpoint":
+	case "error", "panic", "kill", "hang", "nan", "slow", "kill-in-checkpoint", "skip", "size":
 	default:
 		return nil, bad
 	}
-	return &fault{rank, step, parts[2]}, nil
+	return &fault{rank, step, parts[2], delay}, nil
+}
+
+// tamper is the skip and size faults' change to the first gradient bucket
+// rank reduces at the fault's step (step reads the step under way); nil
+// for the other kinds.
+func (f *fault) tamper(rank int, step func() int) func(b bucket) (bucket, bool) {
+	if f == nil || f.rank != rank || (f.kind != "skip" && f.kind != "size") {
+		return nil
+	}
+	fired := false
+	return func(b bucket) (bucket, bool) {
+		if fired || step() != f.step {
+			return b, true
+		}
+		fired = true
+		if f.kind == "skip" {
+			return b, false
+		}
+		return bucket{b.lo, b.lo + (b.hi-b.lo)/2}, true
+	}
 }
 
 // is reports whether the fault of kind is this rank's and step's.
@@ -64,10 +98,10 @@ func (f *fault) is(kind string, rank, step int) bool {
 // every step from its own).
 func (f *fault) fire(rank, step int) error {
 	if f != nil && f.kind == "slow" && f.rank == rank && step >= f.step {
-		time.Sleep(slowDelay)
+		time.Sleep(f.delay)
 		return nil
 	}
-	if f == nil || f.rank != rank || f.step != step || f.kind == "nan" || f.kind == "slow" || f.kind == "kill-in-checkpoint" {
+	if f == nil || f.rank != rank || f.step != step || f.kind != "error" && f.kind != "panic" && f.kind != "kill" && f.kind != "hang" {
 		return nil
 	}
 	switch f.kind {

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"time"
 
+	"train/flight"
 	"train/model"
 )
 
@@ -50,6 +51,15 @@ type gradSync struct {
 	observe func(b bucket, start time.Time, d time.Duration, overlapped bool)
 	closed  bool
 
+	// The flight recorder's label for each bucket's collective, and when
+	// it was handed over (by index in buckets); fl nil: no labels.
+	fl     *flight.Comm
+	labels []*flight.Label
+	enq    []time.Time
+	// tamper, when set, may change a bucket before it is reduced, or skip
+	// it (false): the skip and size faults (fault.go).
+	tamper func(b bucket) (bucket, bool)
+
 	next    int // first bucket not yet handed to the communication goroutine
 	work    chan bucket
 	done    chan error
@@ -75,7 +85,7 @@ func newGradSync(red bucketReducer, buckets []bucket, overlap bool) (*gradSync, 
 	if err := red.use(buckets); err != nil {
 		return nil, err
 	}
-	g := &gradSync{red: red, buckets: buckets, overlap: overlap}
+	g := &gradSync{red: red, buckets: buckets, overlap: overlap, enq: make([]time.Time, len(buckets))}
 	if b, ok := red.(boundedReducer); ok {
 		g.limit = b.inflight()
 	}
@@ -103,12 +113,54 @@ func (g *gradSync) reduceBucket(b bucket) (err error) {
 			err = fmt.Errorf("internal error in gradient allreduce: %v", p)
 		}
 	}()
+	if g.fl != nil {
+		for i, c := range g.buckets {
+			if c == b {
+				g.labels[i].Enqueued(g.enq[i])
+				g.fl.Label(g.labels[i])
+			}
+		}
+	}
+	if g.tamper != nil {
+		var ok bool
+		if b, ok = g.tamper(b); !ok {
+			g.fl.Label(nil)
+			return nil
+		}
+	}
 	start := time.Now()
 	err = g.red.reduce(b)
 	if g.observe != nil {
 		g.observe(b, start, time.Since(start), g.overlap)
 	}
 	return err
+}
+
+// label names each bucket's collective in the flight recorder of the
+// reducer's World, by the tensors it holds (p's).
+func (g *gradSync) label(p *model.Params) {
+	r, ok := g.red.(flightComm)
+	if !ok || r.flightComm() == nil {
+		return
+	}
+	g.fl = r.flightComm()
+	g.labels = make([]*flight.Label, len(g.buckets))
+	for i, b := range g.buckets {
+		first, last := "", ""
+		for _, t := range p.Tensors {
+			if t.Offset >= b.lo && t.Offset < b.hi {
+				if first == "" {
+					first = t.Name
+				}
+				last = t.Name
+			}
+		}
+		what := first
+		if last != first {
+			what = first + ".." + last
+		}
+		g.labels[i] = flight.NewLabel(fmt.Sprintf("bucket %d of %d: %s", i+1, len(g.buckets), what))
+	}
 }
 
 // begin starts a step's synchronisation, before backward.
@@ -126,6 +178,7 @@ func (g *gradSync) ready(lo int) {
 			continue
 		}
 		g.red.mark(g.buckets[g.next])
+		g.enq[g.next] = time.Now()
 		g.work <- g.buckets[g.next]
 		g.next++
 		g.pending++
@@ -146,7 +199,8 @@ func (g *gradSync) finish() error {
 	start := time.Now()
 	defer func() { g.waiting += time.Since(start) }()
 	if !g.overlap {
-		for _, b := range g.buckets {
+		for i, b := range g.buckets {
+			g.enq[i] = time.Now()
 			if err := g.reduceBucket(b); err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ package trainer
 // calls: Executor (executor.go), Strategy (strategy.go), Hook (hook.go).
 
 import (
+	"errors"
 	"fmt"
 	"syscall"
 	"time"
@@ -224,9 +225,20 @@ func (s *Session) notFinite(loss float64) error {
 	if s.lastSaved >= 0 {
 		kept = fmt.Sprintf("the last checkpoint, step %d, is kept", s.lastSaved)
 	}
-	return &JobError{Rank: 0, Own: s.Job.Rank() == 0, Err: fmt.Errorf(
+	return &JobError{Rank: 0, Own: s.Job.Rank() == 0, Err: notFiniteError{fmt.Errorf(
 		"step %d: the gradients are not finite (NaN or Inf; loss %.4g on rank 0): training stopped, %s; lower --lr or set --clip-grad-norm",
-		s.State.Step, loss, kept)}
+		s.State.Step, loss, kept)}}
+}
+
+// notFiniteError marks the stop notFinite makes (the flight recorder
+// dumps for it as "nan").
+type notFiniteError struct{ error }
+
+func (e notFiniteError) Unwrap() error { return e.error }
+
+func isNotFinite(err error) bool {
+	var n notFiniteError
+	return errors.As(err, &n)
 }
 
 // log sums the window over the ranks and hands it to the hooks.

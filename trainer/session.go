@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"train/checkpoint"
@@ -61,6 +63,7 @@ type Session struct {
 	met       *metrics     // the metrics hook's, for the Pushgateway hook; nil without one
 	bn        *bnSync      // synchronised BatchNorm; nil otherwise
 	prog      progress     // where this rank is, for the watchdog
+	flight    *flightBox   // the flight recorder and its dumps; nil when off
 	signals   *stopSignals // SIGTERM, SIGINT, SIGUSR1: stop at the next step
 	stopBy    string       // the signal that stopped the run, "" if none
 	lastSaved int          // step of the newest checkpoint, -1 if none
@@ -99,7 +102,17 @@ func Run(w *mpi.World, cfg Config, out, errw io.Writer) error {
 		return err
 	}
 	defer s.Close()
-	return s.placed(s.Run())
+	defer func() {
+		if p := recover(); p != nil {
+			s.flight.failed(fmt.Errorf("%v", p), true)
+			panic(p)
+		}
+	}()
+	err = s.placed(s.Run())
+	var je *JobError
+	agreed := errors.As(err, &je)
+	s.flight.failed(err, !agreed)
+	return err
 }
 
 // placed prefixes an error this rank reports with its place on a grid
@@ -160,7 +173,17 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 	if err := Agree(w, cfg.Validate()); err != nil {
 		return nil, err
 	}
-	var err error
+	// The flight recorder starts here, at the same collective on every rank.
+	fl, err := startFlight(w, &cfg.Observe, cfg.Checkpoint.Dir, s.errw)
+	if err := Agree(w, err); err != nil {
+		return nil, err
+	}
+	if fl != nil {
+		s.flight, s.prog.rec = fl, fl.rec
+		s.undo = append(s.undo, fl.close)
+	} else {
+		signal.Ignore(syscall.SIGUSR2) // nothing to dump: not the signal's default, which ends the process
+	}
 	if w.Rank() == 0 && opt.Out != nil {
 		o := &cfg.Observe
 		s.rep, err = newReporter(opt.Out, o.LogFile, cfg.Checkpoint.Resume, o.Progress, o.Job.Launcher, o.Plot != "")
@@ -314,6 +337,10 @@ func (s *Session) splitGrid() error {
 	}
 	s.undo = append(s.undo, func() { s.grid.Free() })
 	s.W = s.grid.Data
+	g, at := s.grid, s.grid.At
+	s.flight.record(g.Data, fmt.Sprintf("data@p%d.t%d", at.P, at.T))
+	s.flight.record(g.Pipe, fmt.Sprintf("pipe@d%d.t%d", at.D, at.T))
+	s.flight.record(g.Tensor, fmt.Sprintf("tensor@d%d.p%d", at.D, at.P))
 	return nil
 }
 
@@ -385,7 +412,7 @@ func (s *Session) watch() error {
 		if err != nil {
 			return err
 		}
-		d := startWatchdog(wd, &s.prog, c.StallWarn, c.StallTimeout, s.errw)
+		d := startWatchdog(wd, &s.prog, c.StallWarn, c.StallTimeout, s.errw, s.flight)
 		s.undo = append(s.undo, d.close)
 	}
 	// A signal stops training at the next step on every rank (a one-value

@@ -49,6 +49,8 @@ func (a *allreduce) useBuckets(capBytes int) error {
 		return err
 	}
 	g.observe = a.s.observeBucket
+	g.label(p)
+	g.tamper = a.s.fault.tamper(a.s.Job.Rank(), func() int { return a.s.State.Step })
 	a.sync = g
 	a.s.bucketsChanged(capBytes)
 	return nil

@@ -57,6 +57,7 @@ func (p *paramServers) Start() (bool, error) {
 	}
 	p.free = append(p.free, func() { sub.Free() })
 	p.client = ps.NewClient(p.world, p.shards, p.workers, false)
+	s.flight.record(sub, map[bool]string{false: "workers", true: "servers"}[server])
 	if !server {
 		s.W, s.Job = sub, sub // the workers' own world: the loop's collectives never involve the servers
 	}
@@ -75,6 +76,7 @@ func (p *paramServers) colocate() error {
 		return err
 	}
 	p.free = append(p.free, func() { pw.Free() })
+	s.flight.record(pw, "ps")
 	p.workers = p.world.Size()
 	p.client = ps.NewClient(pw, p.shards, p.workers, true)
 	if r := p.world.Rank(); r < len(p.shards) {

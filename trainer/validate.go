@@ -140,6 +140,8 @@ func (d *DeviceOptions) Validate() error {
 // Validate checks the observation options.
 func (o *ObserveOptions) Validate() error {
 	switch {
+	case o.FlightEvents < 0:
+		return fmt.Errorf("--flight-events %d: must not be negative (0 turns the flight recorder off)", o.FlightEvents)
 	case o.LogEvery <= 0:
 		return fmt.Errorf("--log-every %d: must be positive", o.LogEvery)
 	case o.EvalEvery < 0:

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"train/flight"
 	"train/mpi"
 )
 
@@ -68,15 +69,21 @@ type progress struct {
 	step  atomic.Int64
 	op    atomic.Int32
 	since atomic.Int64 // unix nanoseconds of entering op
+
+	rec *flight.Recorder // told the same; nil: none
 }
 
 func (p *progress) enter(op int32) {
 	p.op.Store(op)
 	p.since.Store(time.Now().UnixNano())
+	p.rec.SetPhase(phaseOf(op))
 }
 
-func (p *progress) leave()      { p.enter(opComputing) }
-func (p *progress) at(step int) { p.step.Store(int64(step)) }
+func (p *progress) leave() { p.enter(opComputing) }
+func (p *progress) at(step int) {
+	p.step.Store(int64(step))
+	p.rec.SetStep(int64(step))
+}
 func (p *progress) snapshot() [3]int64 {
 	return [3]int64{p.step.Load(), int64(p.op.Load()), p.since.Load()}
 }
@@ -96,6 +103,7 @@ type watchdog struct {
 	prog          *progress
 	warn, timeout time.Duration
 	errw          io.Writer
+	fl            *flightBox // asked for dumps when a stall starts; nil: none
 	stop, done    chan struct{}
 }
 
@@ -105,8 +113,8 @@ type rankState struct {
 	heard           time.Time
 }
 
-func startWatchdog(w *mpi.World, prog *progress, warn, timeout time.Duration, errw io.Writer) *watchdog {
-	d := &watchdog{w: w, prog: prog, warn: warn, timeout: timeout, errw: errw,
+func startWatchdog(w *mpi.World, prog *progress, warn, timeout time.Duration, errw io.Writer, fl *flightBox) *watchdog {
+	d := &watchdog{w: w, prog: prog, warn: warn, timeout: timeout, errw: errw, fl: fl,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go d.loop()
 	return d
@@ -124,6 +132,7 @@ func (d *watchdog) loop() {
 		states[i].heard = start
 	}
 	var lastWarn time.Time
+	stalled := false // the flight recorder has dumped for the stall under way
 	for {
 		select {
 		case <-d.stop:
@@ -155,15 +164,24 @@ func (d *watchdog) loop() {
 		}
 		msg, waited := assess(states, now, max(3*period, 3*time.Second))
 		if waited < d.warn {
+			stalled = false
 			continue
 		}
+		if !stalled {
+			// Every rank writes its recorder, the stalled ones included
+			// (their dump goroutine is not the one that is stuck).
+			d.fl.dumpAll("stall")
+			stalled = true
+		}
 		if d.timeout > 0 && waited >= d.timeout {
-			fmt.Fprintf(d.errw, "train: rank 0: %s: aborting (--stall-timeout %v)\n", msg, d.timeout)
+			fmt.Fprintf(d.errw, "train: rank 0: %s%s: aborting (--stall-timeout %v)\n", msg, d.fl.where(), d.timeout)
+			d.fl.dumpAll("abort")
+			time.Sleep(abortGrace)
 			d.w.Abort(3)
 			return
 		}
 		if now.Sub(lastWarn) >= d.warn {
-			fmt.Fprintf(d.errw, "train: rank 0: %s\n", msg)
+			fmt.Fprintf(d.errw, "train: rank 0: %s%s\n", msg, d.fl.where())
 			lastWarn = now
 		}
 	}
