@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"train/flight"
 )
 
 // Phases of a training step, the values of the phase label.
@@ -169,6 +171,9 @@ func newMetricsHook(s *Session) (Hook, error) {
 	h.m.info.WithLabelValues(strconv.Itoa(w.Rank()), strconv.Itoa(w.LocalRank()), strconv.Itoa(w.Size()),
 		s.Cfg.Model.Kind, algo, o.Job.SlurmJob).Set(1)
 	h.m.bucketBytes.Set(float64(s.Cfg.Dist.Buckets.Bytes()))
+	if s.flight != nil {
+		h.m.reg.MustRegister(collectiveSeqs{s.flight.rec})
+	}
 	s.met = h.m
 	if o.MetricsAddr != "" {
 		addr, srv, err := serveMetrics(h.m, o.MetricsAddr, w.LocalRank())
@@ -220,4 +225,21 @@ func (h *metricsHook) Close() error {
 		cancel()
 	}
 	return nil
+}
+
+// collectiveSeqs is train_collective_seq: each communicator's count of
+// collectives begun on this rank, read from the flight recorder at each
+// scrape. A rank whose count stops while the others' climb is falling
+// behind, before the watchdog's --stall-warn fires.
+type collectiveSeqs struct{ rec *flight.Recorder }
+
+var collectiveSeqDesc = prometheus.NewDesc("train_collective_seq",
+	"Collectives this rank has begun on each communicator (the flight recorder's sequence number; --flight-events 0 turns it off).", []string{"comm"}, nil)
+
+func (c collectiveSeqs) Describe(ch chan<- *prometheus.Desc) { ch <- collectiveSeqDesc }
+
+func (c collectiveSeqs) Collect(ch chan<- prometheus.Metric) {
+	for name, n := range c.rec.Seqs() {
+		ch <- prometheus.MustNewConstMetric(collectiveSeqDesc, prometheus.GaugeValue, float64(n), name)
+	}
 }
