@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"train/flight"
+	"train/flightrec"
 )
 
 // doctorCommand reads a job's flight recorder dumps and says where the
@@ -22,11 +22,11 @@ var doctorCommand = &cli.Command{
 		if c.NArg() != 1 {
 			return fmt.Errorf("train doctor: name one directory of flight-rank*.json dumps (--flight-dir; by default flight/ in --checkpoint-dir, or ./flight)")
 		}
-		ds, err := flight.Read(c.Args().First())
+		ds, err := flightrec.Read(c.Args().First())
 		if err != nil {
 			return err
 		}
-		rep := flight.Diagnose(ds)
+		rep := flightrec.Diagnose(ds)
 		w := c.App.Writer
 		if c.Bool("json") {
 			enc := json.NewEncoder(w)

@@ -138,7 +138,9 @@ func runArgv(t *testing.T, np int, timeout time.Duration, env []string, argv []s
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	// No metrics server unless a test asks: ports stay free, stderr quiet.
-	cmd.Env = append(append(os.Environ(), "TRAIN_METRICS_ADDR="), env...)
+	// Flight recorder dumps (on stalls and aborts) go to the test's own
+	// directory, not ./flight, unless the test says.
+	cmd.Env = append(append(os.Environ(), "TRAIN_METRICS_ADDR=", "TRAIN_FLIGHT_DIR="+t.TempDir()), env...)
 	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -8,7 +8,7 @@ import "C"
 import (
 	"unsafe"
 
-	"train/flight"
+	"train/flightrec"
 )
 
 // Hier is the hierarchical allreduce (Horovod's
@@ -75,7 +75,7 @@ func (h *Hier) Hosts() int { return h.hosts }
 // AllreduceFloat32 sums (or averages, op Mean) buf across the world in
 // place. Every rank ends with the leaders' bits: bit-identical replicas.
 func (h *Hier) AllreduceFloat32(buf []float32, op Op) error {
-	id := h.world.fl.Begin("allreduce", "hier", flight.All, 4*int64(len(buf)), "float32")
+	id := h.world.fl.Begin("allreduce", "hier", flightrec.All, 4*int64(len(buf)), "float32")
 	err := h.allreduce(buf, op)
 	h.world.fl.End(id, err)
 	return err

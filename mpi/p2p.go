@@ -11,7 +11,7 @@ import (
 	"runtime"
 	"unsafe"
 
-	"train/flight"
+	"train/flightrec"
 )
 
 // Small point-to-point messages, for the watchdog that reports stalled
@@ -88,7 +88,7 @@ func (w *World) ProbeFrom(from, tag int) (source int, ok bool, err error) {
 // order their messages arrive.
 func (w *World) WaitAny(tag int) (source int, err error) {
 	var src C.int
-	id := w.fl.Begin("probe", "", flight.Any, 0, "")
+	id := w.fl.Begin("probe", "", flightrec.Any, 0, "")
 	err = errorf(C.tr_probe(w.comm, C.int(tag), &src), w.rank, "MPI_Probe")
 	w.fl.End(id, err)
 	if err != nil {
@@ -105,7 +105,7 @@ func (w *World) WaitAny(tag int) (source int, err error) {
 func (w *World) PollFrom(from, tag int, idle func(i int)) (int, error) {
 	peer := from
 	if from < 0 {
-		peer = flight.Any
+		peer = flightrec.Any
 	}
 	id := w.fl.Begin("probe", "", peer, 0, "")
 	for i := 0; ; i++ {

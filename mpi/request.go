@@ -10,7 +10,7 @@ import (
 	"runtime"
 	"unsafe"
 
-	"train/flight"
+	"train/flightrec"
 )
 
 // Request is a non-blocking send or receive in flight, as a pipeline
@@ -24,7 +24,7 @@ type Request struct {
 	rank int
 	op   string
 	done bool
-	fl   *flight.Comm // the recorder's, and this request's event
+	fl   *flightrec.Comm // the recorder's, and this request's event
 	id   uint64
 }
 

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unsafe"
 
-	"train/flight"
+	"train/flightrec"
 )
 
 // Ring tuning: the knobs of RingAllreduceFloat32, in one place.
@@ -94,7 +94,7 @@ func (w *World) ringAllreduce(buf []float32, op Op, comp Compression) error {
 	if comp != None {
 		algo = "ring " + comp.String()
 	}
-	id := w.fl.Begin("allreduce", algo, flight.All, 4*int64(len(buf)), "float32")
+	id := w.fl.Begin("allreduce", algo, flightrec.All, 4*int64(len(buf)), "float32")
 	err := w.ringAllreduceOf(buf, op, comp)
 	w.fl.End(id, err)
 	return err
@@ -134,7 +134,7 @@ func (w *World) RingReduceScatterFloat32(buf []float32, owned func(rank int) (lo
 	if w.size == 1 || len(buf) == 0 {
 		return nil
 	}
-	id := w.fl.Begin("reduce_scatter", "ring", flight.All, 4*int64(len(buf)), "float32")
+	id := w.fl.Begin("reduce_scatter", "ring", flightrec.All, 4*int64(len(buf)), "float32")
 	err := w.ring2(buf, w.ringChunks(owned), op, None, true, false)
 	w.fl.End(id, err)
 	return err
@@ -148,7 +148,7 @@ func (w *World) RingAllgatherFloat32(buf []float32, owned func(rank int) (lo, hi
 	if w.size == 1 || len(buf) == 0 {
 		return nil
 	}
-	id := w.fl.Begin("allgather", "ring", flight.All, 4*int64(len(buf)), "float32")
+	id := w.fl.Begin("allgather", "ring", flightrec.All, 4*int64(len(buf)), "float32")
 	err := w.ring2(buf, w.ringChunks(owned), Sum, None, false, true)
 	w.fl.End(id, err)
 	return err

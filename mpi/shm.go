@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"train/flight"
+	"train/flightrec"
 )
 
 // Shm is the shared-memory transport of ranks on one host. Each rank's
@@ -143,7 +143,7 @@ func (s *Shm) AllreduceFloat32(buf []float32, op Op) error {
 	if op == Mean {
 		mean = 1
 	}
-	id := s.w.fl.Begin("allreduce", "shm", flight.All, 4*int64(len(buf)), "float32")
+	id := s.w.fl.Begin("allreduce", "shm", flightrec.All, 4*int64(len(buf)), "float32")
 	defer s.w.fl.End(id, nil)
 	C.tr_shm_allreduce(s.base, C.size_t(s.ctl), C.size_t(s.stride), C.int(s.w.rank), C.int(s.w.size), s.offset(buf), C.size_t(len(buf)), mean, C.uint64_t(s.seq.Add(1)))
 	return nil
@@ -156,7 +156,7 @@ func (s *Shm) BcastFloat32(buf []float32, root int) error {
 		return nil
 	}
 	traffic.coll.Add(4 * int64(len(buf)))
-	id := s.w.fl.Begin("bcast", "shm", flight.All, 4*int64(len(buf)), "float32")
+	id := s.w.fl.Begin("bcast", "shm", flightrec.All, 4*int64(len(buf)), "float32")
 	defer s.w.fl.End(id, nil)
 	C.tr_shm_bcast(s.base, C.size_t(s.ctl), C.size_t(s.stride), C.int(s.w.rank), C.int(s.w.size), C.int(root), s.offset(buf), C.size_t(len(buf)), C.uint64_t(s.seq.Add(1)))
 	return nil

@@ -11,7 +11,7 @@ import (
 
 	gompi "github.com/sbromberger/gompi"
 
-	"train/flight"
+	"train/flightrec"
 )
 
 // Op is a reduction operation.
@@ -55,13 +55,13 @@ type World struct {
 	ring    C.MPI_Comm
 	scratch []float32
 
-	fl *flight.Comm // this communicator's calls in the flight recorder; nil: not recorded
+	fl *flightrec.Comm // this communicator's calls in the flight recorder; nil: not recorded
 }
 
 // Record makes rec record this World's calls under name, which must be
-// the same on every member and unique in the job (flight.Recorder.Comm).
+// the same on every member and unique in the job (flightrec.Recorder.Comm).
 // Call it before the World's first collective, on every member.
-func (w *World) Record(rec *flight.Recorder, name string) {
+func (w *World) Record(rec *flightrec.Recorder, name string) {
 	w.fl = rec.Comm(name, w.rank, w.size)
 }
 
@@ -69,7 +69,7 @@ func (w *World) Record(rec *flight.Recorder, name string) {
 // package that belong to it (a GPU allreduce among its ranks) and for
 // labelling the next collective; nil (which records nothing) when the
 // World is not recorded.
-func (w *World) Flight() *flight.Comm { return w.fl }
+func (w *World) Flight() *flightrec.Comm { return w.fl }
 
 // dtypes names the element types for the recorder.
 var dtypes = map[C.int]string{cF32: "float32", cF64: "float64", cByte: "byte", cI64: "int64"}
@@ -203,7 +203,7 @@ func allreduce[T float32 | float64 | int64](w *World, buf []T, typ C.int, op Op,
 	}
 	bytes := int64(len(buf)) * int64(unsafe.Sizeof(buf[0]))
 	traffic.coll.Add(bytes)
-	id := w.fl.Begin("allreduce", "mpi", flight.All, bytes, dtypes[typ])
+	id := w.fl.Begin("allreduce", "mpi", flightrec.All, bytes, dtypes[typ])
 	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), int(unsafe.Sizeof(buf[0])), func(p unsafe.Pointer, n int) C.int {
 		return C.tr_allreduce(w.comm, p, C.int(n), typ, op.c())
 	})
@@ -228,7 +228,7 @@ func bcast[T byte | float32 | int64](w *World, buf []T, typ C.int, root int, nam
 	}
 	bytes := int64(len(buf)) * int64(unsafe.Sizeof(buf[0]))
 	traffic.coll.Add(bytes)
-	id := w.fl.Begin("bcast", "mpi", flight.All, bytes, dtypes[typ])
+	id := w.fl.Begin("bcast", "mpi", flightrec.All, bytes, dtypes[typ])
 	rc := chunks(unsafe.Pointer(&buf[0]), len(buf), int(unsafe.Sizeof(buf[0])), func(p unsafe.Pointer, n int) C.int {
 		return C.tr_bcast(w.comm, p, C.int(n), typ, C.int(root))
 	})
@@ -239,7 +239,7 @@ func bcast[T byte | float32 | int64](w *World, buf []T, typ C.int, root int, nam
 
 // Barrier returns once every rank has entered it.
 func (w *World) Barrier() error {
-	id := w.fl.Begin("barrier", "mpi", flight.All, 0, "")
+	id := w.fl.Begin("barrier", "mpi", flightrec.All, 0, "")
 	err := errorf(C.tr_barrier(w.comm), w.rank, "MPI_Barrier")
 	w.fl.End(id, err)
 	return err

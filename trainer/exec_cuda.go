@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"train/flight"
+	"train/flightrec"
 	"train/gpu"
 	"train/mpi"
 	"train/optim"
@@ -155,13 +155,13 @@ func (g *gpuRingBuckets) use(bs []bucket) error {
 
 func (g *gpuRingBuckets) mark(b bucket) { g.ev[b.lo].Record() }
 
-func (g *gpuRingBuckets) flightComm() *flight.Comm { return g.w.Flight() }
+func (g *gpuRingBuckets) flightComm() *flightrec.Comm { return g.w.Flight() }
 
 // The ring's shifts are its own (its SendrecvBytes are not recorded): the
 // recorder sees one allreduce per bucket, as on the CPU.
 func (g *gpuRingBuckets) reduce(b bucket) (err error) {
 	fl := g.w.Flight()
-	id := fl.Begin("allreduce", "gpu ring "+g.ring.Transport(), flight.All, 4*int64(b.hi-b.lo), "float32")
+	id := fl.Begin("allreduce", "gpu ring "+g.ring.Transport(), flightrec.All, 4*int64(b.hi-b.lo), "float32")
 	defer func() { fl.End(id, err) }()
 	G := g.e.net.G.Slice(b.lo, b.hi-b.lo)
 	if g.e.overlap {
@@ -192,11 +192,11 @@ func (g *gpuNCCL) mark(bucket)        {}
 func (g *gpuNCCL) whole() bool        { return true }
 func (g *gpuNCCL) describe() string   { return "nccl" }
 
-func (g *gpuNCCL) flightComm() *flight.Comm { return g.w.Flight() }
+func (g *gpuNCCL) flightComm() *flightrec.Comm { return g.w.Flight() }
 
 func (g *gpuNCCL) reduce(b bucket) (err error) {
 	fl := g.w.Flight()
-	id := fl.Begin("allreduce", "nccl", flight.All, 4*int64(b.hi-b.lo), "float32")
+	id := fl.Begin("allreduce", "nccl", flightrec.All, 4*int64(b.hi-b.lo), "float32")
 	defer func() { fl.End(id, err) }()
 	if g.nccl == nil {
 		x, err := gpu.NewNCCL(g.e.ctx, g.w)
@@ -228,7 +228,7 @@ func (g *gpuViaHost) whole() bool        { return true }
 func (g *gpuViaHost) describe() string   { return "mpi" }
 func (g *gpuViaHost) close()             {}
 
-func (g *gpuViaHost) flightComm() *flight.Comm { return g.w.Flight() }
+func (g *gpuViaHost) flightComm() *flightrec.Comm { return g.w.Flight() }
 
 func (g *gpuViaHost) reduce(bucket) error {
 	G := g.e.net.G

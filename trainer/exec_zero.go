@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"train/flight"
+	"train/flightrec"
 	"train/model"
 	"train/mpi"
 	"train/optim"
@@ -384,7 +384,7 @@ func (b *zeroBuckets) describe() string {
 	return fmt.Sprintf("ring reduce-scatter (ZeRO-%d)", b.z.stage)
 }
 
-func (b *zeroBuckets) flightComm() *flight.Comm { return b.w.Flight() }
+func (b *zeroBuckets) flightComm() *flightrec.Comm { return b.w.Flight() }
 
 func (b *zeroBuckets) reduce(k bucket) error {
 	z := b.z

@@ -3,7 +3,7 @@ package trainer
 import (
 	"fmt"
 
-	"train/flight"
+	"train/flightrec"
 	"train/mpi"
 )
 
@@ -92,10 +92,10 @@ type hostReducer struct {
 // flightComm is the recorder counters of the World a reducer's
 // collectives run on, so gradSync can label each bucket's.
 type flightComm interface {
-	flightComm() *flight.Comm
+	flightComm() *flightrec.Comm
 }
 
-func (r hostReducer) flightComm() *flight.Comm { return r.w.Flight() }
+func (r hostReducer) flightComm() *flightrec.Comm { return r.w.Flight() }
 
 // newHostReducer builds algo over w's ranks; comp puts 16-bit floats on
 // the ring's wire (gradients only).

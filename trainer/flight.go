@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"train/flight"
+	"train/flightrec"
 	"train/mpi"
 )
 
@@ -47,7 +47,7 @@ const (
 
 // flightBox is this rank's recorder and its dumps.
 type flightBox struct {
-	rec        *flight.Recorder
+	rec        *flightrec.Recorder
 	dir        string
 	rank, size int
 	w          *mpi.World // dump requests; nil with one rank
@@ -80,7 +80,7 @@ func phaseOf(op int32) int64 {
 // startFlight makes the recorder (nil with --flight-events 0), records
 // w's calls as "world", and starts the dump goroutine.
 func startFlight(w *mpi.World, o *ObserveOptions, ckptDir string, errw io.Writer) (*flightBox, error) {
-	rec := flight.New(o.FlightEvents, phaseNames())
+	rec := flightrec.New(o.FlightEvents, phaseNames())
 	if rec == nil {
 		return nil, nil
 	}
@@ -150,7 +150,7 @@ func (f *flightBox) dump(reason string) (string, bool) {
 		return "", false
 	}
 	f.last[reason] = time.Now()
-	path, err := flight.Write(f.dir, f.rec.Snapshot(f.rank, f.size, reason))
+	path, err := flightrec.Write(f.dir, f.rec.Snapshot(f.rank, f.size, reason))
 	if err != nil {
 		fmt.Fprintf(f.errw, "train: rank %d: flight recorder: %v\n", f.rank, err)
 		return "", false

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"time"
 
-	"train/flight"
+	"train/flightrec"
 	"train/model"
 )
 
@@ -53,8 +53,8 @@ type gradSync struct {
 
 	// The flight recorder's label for each bucket's collective, and when
 	// it was handed over (by index in buckets); fl nil: no labels.
-	fl     *flight.Comm
-	labels []*flight.Label
+	fl     *flightrec.Comm
+	labels []*flightrec.Label
 	enq    []time.Time
 	// tamper, when set, may change a bucket before it is reduced, or skip
 	// it (false): the skip and size faults (fault.go).
@@ -144,7 +144,7 @@ func (g *gradSync) label(p *model.Params) {
 		return
 	}
 	g.fl = r.flightComm()
-	g.labels = make([]*flight.Label, len(g.buckets))
+	g.labels = make([]*flightrec.Label, len(g.buckets))
 	for i, b := range g.buckets {
 		first, last := "", ""
 		for _, t := range p.Tensors {
@@ -159,7 +159,7 @@ func (g *gradSync) label(p *model.Params) {
 		if last != first {
 			what = first + ".." + last
 		}
-		g.labels[i] = flight.NewLabel(fmt.Sprintf("bucket %d of %d: %s", i+1, len(g.buckets), what))
+		g.labels[i] = flightrec.NewLabel(fmt.Sprintf("bucket %d of %d: %s", i+1, len(g.buckets), what))
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"train/flight"
+	"train/flightrec"
 )
 
 // Phases of a training step, the values of the phase label.
@@ -231,7 +231,7 @@ func (h *metricsHook) Close() error {
 // collectives begun on this rank, read from the flight recorder at each
 // scrape. A rank whose count stops while the others' climb is falling
 // behind, before the watchdog's --stall-warn fires.
-type collectiveSeqs struct{ rec *flight.Recorder }
+type collectiveSeqs struct{ rec *flightrec.Recorder }
 
 var collectiveSeqDesc = prometheus.NewDesc("train_collective_seq",
 	"Collectives this rank has begun on each communicator (the flight recorder's sequence number; --flight-events 0 turns it off).", []string{"comm"}, nil)

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"train/flight"
+	"train/flightrec"
 	"train/mpi"
 )
 
@@ -70,7 +70,7 @@ type progress struct {
 	op    atomic.Int32
 	since atomic.Int64 // unix nanoseconds of entering op
 
-	rec *flight.Recorder // told the same; nil: none
+	rec *flightrec.Recorder // told the same; nil: none
 }
 
 func (p *progress) enter(op int32) {

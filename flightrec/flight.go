@@ -1,4 +1,4 @@
-// Package flight is a flight recorder of one rank's communication: the
+// Package flightrec is a flight recorder of one rank's communication: the
 // last N calls this rank made on each communicator (collectives and
 // point-to-point messages), with their sequence numbers, sizes, what they
 // carried, the training step and phase, and when they were enqueued,
@@ -18,7 +18,7 @@
 // and allocates nothing: an event is a fixed-size slot in a ring of
 // slots, its strings are headers pointing at constants or at labels made
 // once (BenchmarkRecord).
-package flight
+package flightrec
 
 import (
 	"sync"

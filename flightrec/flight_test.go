@@ -1,4 +1,4 @@
-package flight
+package flightrec
 
 import (
 	"errors"
