@@ -197,7 +197,7 @@ scrape_configs:
 	eventually(t, 20*time.Second, func() string {
 		// Scraped series, not the pushed ones (instance rank0).
 		for _, q := range []string{`train_loss{split="train"}`, `train_step_duration_seconds_count`,
-			`train_step_phase_duration_seconds_count{phase="allreduce_wait"}`, `train_info{world_size="2"}`} {
+			`train_step_phase_duration_seconds_count{phase="allreduce_wait"}`, `train_info{world_size="2"}`, `train_collective_seq{comm="world"}`} {
 			q = strings.Replace(q, "}", `,job="train",instance=~"127.0.0.1:.*"}`, 1)
 			if !strings.Contains(q, "{") {
 				q += `{job="train",instance=~"127.0.0.1:.*"}`
