@@ -320,7 +320,7 @@ func TestPipelineFailure(t *testing.T) {
 		{4, "2:5:error", []string{"--pipeline", "4"}, []string{"train: rank 2: stage 2 of 4: injected fault at step 5"}},
 		{4, "1:5:error", []string{"--pipeline", "2", "--tensor-parallel", "2"}, []string{"train: rank 1: stage 0 of 2, shard 1 of 2: injected fault at step 5"}},
 		{4, "3:5:kill", []string{"--pipeline", "2", "--tensor-parallel", "2"}, []string{"rank 3"}},
-		{2, "1:5:hang", []string{"--pipeline", "2", "--stall-warn", "2s", "--stall-timeout", "5s"},
+		{2, "1:5:hang", []string{"--pipeline", "2", "--stall-warn", "2s", "--stall-timeout", "5s", "--flight-dir", filepath.Join(dir, "flight")},
 			[]string{"train: rank 0: stall at step 5", "micro-batch", "from stage 1", "aborting (--stall-timeout 5s)"}},
 	} {
 		r := trainRun(t, c.np, time.Minute, []string{"TRAIN_FAULT=" + c.fault}, append(gpt, c.grid...)...)
@@ -342,6 +342,13 @@ func TestPipelineFailure(t *testing.T) {
 		}
 		noTrace(t, r)
 		t.Logf("%s %v: ended in %v", c.fault, c.grid, r.took.Round(time.Millisecond))
+		if strings.HasSuffix(c.fault, "hang") {
+			// The flight recorder: stage 0 waits for a gradient stage 1 never sent.
+			f := doctor(t, filepath.Join(dir, "flight"), 2, "abort").Findings[0]
+			if f.Kind != "no-message" || f.Rank != 1 || f.Comm != "pipe@d0.t0" || !strings.Contains(f.Call.Label, "micro-batch") {
+				t.Errorf("train doctor's first finding: %+v, call %+v", f, f.Call)
+			}
+		}
 	}
 }
 

@@ -323,10 +323,16 @@ func messages(ds []Dump, comms []*comm) []Finding {
 	var out []Finding
 	for i := range ds {
 		d := &ds[i]
+		seen := map[string]bool{} // a rank's first wait on each peer only: later ones wait behind it
 		for j := range d.Events {
 			e := &d.Events[j]
 			if e.End != 0 || e.Peer < 0 || (e.Op != "recv" && e.Op != "probe") {
 				continue
+			}
+			if k := fmt.Sprint(e.Comm, "/", e.Peer); seen[k] {
+				continue
+			} else {
+				seen[k] = true
 			}
 			c := byName[e.Comm]
 			if c == nil {

@@ -62,7 +62,11 @@ func (r *Recorder) Snapshot(rank, size int, reason string) Dump {
 	}
 	d.Events = make([]Event, 0, r.n-first)
 	for id := first; id < r.n; id++ {
-		d.Events = append(d.Events, r.ev[id%uint64(len(r.ev))])
+		e := r.ev[id%uint64(len(r.ev))]
+		if e.Label == "" && !e.Collective() && r.tags != nil {
+			e.Label = r.tags(e.Comm, e.Tag)
+		}
+		d.Events = append(d.Events, e)
 	}
 	return d
 }

@@ -26,7 +26,7 @@ func (w *World) SendInt64(buf []int64, dest, tag int) error {
 		p = unsafe.Pointer(&buf[0])
 	}
 	traffic.sent.Add(8 * int64(len(buf)))
-	id := w.fl.Begin("send", "", dest, 8*int64(len(buf)), "int64")
+	id := w.fl.BeginMsg("send", "", dest, tag, 8*int64(len(buf)), "int64")
 	err := errorf(C.tr_send(w.comm, p, C.int(len(buf)), cI64, C.int(dest), C.int(tag)), w.rank, "MPI_Send")
 	w.fl.End(id, err)
 	return err
@@ -43,7 +43,7 @@ func (w *World) SendFloat32(buf []float32, dest, tag int) error {
 		p = unsafe.Pointer(&buf[0])
 	}
 	traffic.sent.Add(4 * int64(len(buf)))
-	id := w.fl.Begin("send", "", dest, 4*int64(len(buf)), "float32")
+	id := w.fl.BeginMsg("send", "", dest, tag, 4*int64(len(buf)), "float32")
 	err := errorf(C.tr_send(w.comm, p, C.int(len(buf)), cF32, C.int(dest), C.int(tag)), w.rank, "MPI_Send(float32)")
 	w.fl.End(id, err)
 	return err
@@ -59,7 +59,7 @@ func (w *World) RecvFloat32(buf []float32, source, tag int) error {
 		p = unsafe.Pointer(&buf[0])
 	}
 	traffic.recv.Add(4 * int64(len(buf)))
-	id := w.fl.Begin("recv", "", source, 4*int64(len(buf)), "float32")
+	id := w.fl.BeginMsg("recv", "", source, tag, 4*int64(len(buf)), "float32")
 	err := errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cF32, C.int(source), C.int(tag)), w.rank, "MPI_Recv(float32)")
 	w.fl.End(id, err)
 	return err
@@ -88,7 +88,7 @@ func (w *World) ProbeFrom(from, tag int) (source int, ok bool, err error) {
 // order their messages arrive.
 func (w *World) WaitAny(tag int) (source int, err error) {
 	var src C.int
-	id := w.fl.Begin("probe", "", flightrec.Any, 0, "")
+	id := w.fl.BeginMsg("probe", "", flightrec.Any, tag, 0, "")
 	err = errorf(C.tr_probe(w.comm, C.int(tag), &src), w.rank, "MPI_Probe")
 	w.fl.End(id, err)
 	if err != nil {
@@ -107,7 +107,7 @@ func (w *World) PollFrom(from, tag int, idle func(i int)) (int, error) {
 	if from < 0 {
 		peer = flightrec.Any
 	}
-	id := w.fl.Begin("probe", "", peer, 0, "")
+	id := w.fl.BeginMsg("probe", "", peer, tag, 0, "")
 	for i := 0; ; i++ {
 		src, ok, err := w.ProbeFrom(from, tag)
 		if err != nil || ok {
@@ -126,7 +126,7 @@ func (w *World) RecvInt64(buf []int64, source, tag int) error {
 		p = unsafe.Pointer(&buf[0])
 	}
 	traffic.recv.Add(8 * int64(len(buf)))
-	id := w.fl.Begin("recv", "", source, 8*int64(len(buf)), "int64")
+	id := w.fl.BeginMsg("recv", "", source, tag, 8*int64(len(buf)), "int64")
 	err := errorf(C.tr_recv(w.comm, p, C.int(len(buf)), cI64, C.int(source), C.int(tag)), w.rank, "MPI_Recv")
 	w.fl.End(id, err)
 	return err
@@ -221,7 +221,7 @@ func (w *World) Exchange(send, recv []Msg) (err error) {
 			if i < len(recv) {
 				op = "recv"
 			}
-			rec = append(rec, w.fl.Begin(op, "", m.Peer, int64(bytes), dtypes[C.int(typ)]))
+			rec = append(rec, w.fl.BeginMsg(op, "", m.Peer, m.Tag, int64(bytes), dtypes[C.int(typ)]))
 		}
 		defer func() {
 			for _, id := range rec {

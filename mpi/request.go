@@ -35,7 +35,7 @@ func (w *World) IsendFloat32(buf []float32, dest, tag int) (*Request, error) {
 		return nil, err
 	}
 	traffic.sent.Add(4 * int64(len(buf)))
-	r.fl, r.id = w.fl, w.fl.Begin("send", "nonblocking", dest, 4*int64(len(buf)), "float32")
+	r.fl, r.id = w.fl, w.fl.BeginMsg("send", "nonblocking", dest, tag, 4*int64(len(buf)), "float32")
 	if err := r.started(C.tr_isend(w.comm, p, C.int(len(buf)), cF32, C.int(dest), C.int(tag), &r.h)); err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (w *World) IrecvFloat32(buf []float32, source, tag int) (*Request, error) {
 		return nil, err
 	}
 	traffic.recv.Add(4 * int64(len(buf)))
-	r.fl, r.id = w.fl, w.fl.Begin("recv", "nonblocking", source, 4*int64(len(buf)), "float32")
+	r.fl, r.id = w.fl, w.fl.BeginMsg("recv", "nonblocking", source, tag, 4*int64(len(buf)), "float32")
 	if err := r.started(C.tr_irecv(w.comm, p, C.int(len(buf)), cF32, C.int(source), C.int(tag), &r.h)); err != nil {
 		return nil, err
 	}

@@ -7,12 +7,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"train/flightrec"
 	"train/mpi"
+	"train/ps"
 )
 
 // The flight recorder's dumps (package flight records; this file decides
@@ -101,6 +103,7 @@ func startFlight(w *mpi.World, o *ObserveOptions, ckptDir string, errw io.Writer
 		f.w = d
 	}
 	w.Record(rec, "world")
+	rec.NameTags(tagName)
 	signal.Notify(f.sig, syscall.SIGUSR2)
 	go f.loop()
 	return f, nil
@@ -221,4 +224,30 @@ func (f *flightBox) close() {
 	if f.w != nil {
 		f.w.Free()
 	}
+}
+
+// tagName says what a message with tag on comm carries, for the dumps.
+func tagName(comm string, tag int) string {
+	if strings.HasPrefix(comm, "pipe@") {
+		switch {
+		case tag == tagEval:
+			return "evaluation activations"
+		case tag == tagEval+1:
+			return "the tied embedding's gradient"
+		case tag >= tagGrad && tag < tagState:
+			return fmt.Sprintf("micro-batch %d's gradient", tag-tagGrad)
+		case tag >= tagAct && tag < tagGrad:
+			return fmt.Sprintf("micro-batch %d's activations", tag-tagAct)
+		}
+		return ""
+	}
+	switch tag {
+	case ps.TagHeader:
+		return "a parameter-server request's header"
+	case ps.TagGrad:
+		return "gradients for a parameter server"
+	case ps.TagData:
+		return "parameters from a parameter server"
+	}
+	return ""
 }

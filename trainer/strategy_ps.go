@@ -126,7 +126,12 @@ func (p *paramServers) server(w *mpi.World, k int, colocated bool) (*ps.Server, 
 	rank := p.world.Rank()
 	return &ps.Server{W: w, Workers: p.workers, Params: params, Opt: opt, Async: p.async, Staleness: s.Cfg.Dist.Staleness,
 		Poll: colocated, Stale: s.observeStaleness,
-		BeforeUpdate: func(t int) error { return s.fault.fire(rank, t-1) }}, nil
+		BeforeUpdate: func(t int) error {
+			if !colocated {
+				s.prog.at(t - 1) // a server rank's step, for the flight recorder: the update it applies
+			}
+			return s.fault.fire(rank, t-1)
+		}}, nil
 }
 
 // Serve is a server rank's run: its shard until every worker stopped.
