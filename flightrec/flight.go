@@ -39,7 +39,7 @@ type Event struct {
 	Seq   uint64 `json:"seq"`  // per communicator for collectives, per (communicator, peer, direction) for messages; from 1
 	Op    string `json:"op"`   // allreduce, bcast, barrier, reduce_scatter, allgather, send, recv, probe
 	Algo  string `json:"algo,omitempty"`
-	Peer  int    `json:"peer"` // All for a collective, Any, or the peer's rank in the communicator
+	Peer  int    `json:"peer"`          // All for a collective, Any, or the peer's rank in the communicator
 	Tag   int    `json:"tag,omitempty"` // a message's MPI tag
 	Bytes int64  `json:"bytes"`
 	Dtype string `json:"dtype,omitempty"`
