@@ -172,7 +172,7 @@ func newMetricsHook(s *Session) (Hook, error) {
 		s.Cfg.Model.Kind, algo, o.Job.SlurmJob).Set(1)
 	h.m.bucketBytes.Set(float64(s.Cfg.Dist.Buckets.Bytes()))
 	if s.flight != nil {
-		h.m.reg.MustRegister(collectiveSeqs{s.flight.rec})
+		h.m.watchFlight(s.flight.rec)
 	}
 	s.met = h.m
 	if o.MetricsAddr != "" {
@@ -232,6 +232,9 @@ func (h *metricsHook) Close() error {
 // scrape. A rank whose count stops while the others' climb is falling
 // behind, before the watchdog's --stall-warn fires.
 type collectiveSeqs struct{ rec *flightrec.Recorder }
+
+// watchFlight exports rec's sequence numbers (train_collective_seq).
+func (m *metrics) watchFlight(rec *flightrec.Recorder) { m.reg.MustRegister(collectiveSeqs{rec}) }
 
 var collectiveSeqDesc = prometheus.NewDesc("train_collective_seq",
 	"Collectives this rank has begun on each communicator (the flight recorder's sequence number; --flight-events 0 turns it off).", []string{"comm"}, nil)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"train/flightrec"
 	"train/internal/near"
 	"train/timeline"
 
@@ -152,6 +153,9 @@ func TestPrometheusAssets(t *testing.T) {
 	m.allreduceBytes.WithLabelValues("ring")
 	m.allreduceSeconds.WithLabelValues("ring")
 	m.info.WithLabelValues("0", "0", "1", "mlp", "ring", "")
+	rec := flightrec.New(8, nil)
+	rec.Comm("world", 0, 1)
+	m.watchFlight(rec)
 	families, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
