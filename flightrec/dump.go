@@ -101,7 +101,7 @@ func Read(dir string) ([]Dump, error) {
 	}
 	if len(names) == 0 {
 		if _, err := os.Stat(dir); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: no such directory of flight dumps (train writes them into --flight-dir)", dir)
 		}
 		return nil, fmt.Errorf("%s: no flight-rank*.json dumps (train writes them into --flight-dir on a stall, SIGUSR2, an abort or a NaN stop)", dir)
 	}
