@@ -11,7 +11,8 @@
 # then real training jobs under mpirun with 1, 2 and 4 ranks sharing the GPU:
 # every job must end with parameters identical on all ranks (train checks it
 # and says "parameters identical"), and the ring's final parameters must
-# match NCCL's and the MPI path's within 1e-5 where NCCL can run. Exit 0 only
+# match NCCL's and the MPI path's within 1e-5 where NCCL can run; a hung
+# rank's flight recorder dumps name the GPU allreduce. Exit 0 only
 # if everything passed. Output goes to stdout; set OUT to keep the logs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -123,6 +124,30 @@ for model in mlp resnet; do
 			fail=1
 		fi
 	done
+done
+
+say "the flight recorder on the GPU path (issue 19): rank 1 hangs at step 3; train doctor names it and the GPU allreduce"
+for ar in ring mpi; do
+	d="$logs/flight-$ar"
+	rm -rf "$d"
+	TRAIN_FAULT=1:3:hang "${mpi[@]}" -np 2 "$bin/train" --device cuda --model mlp --allreduce $ar --data synthetic \
+		--synthetic-shape 1x28x28 --synthetic-samples 4096 --max-steps 20 --batch-size 32 --log-every 1 \
+		--stall-warn 2s --stall-timeout 6s --flight-dir "$d" >"$d.log" 2>&1 || true
+	if "$bin/train" doctor --json "$d" >"$d.json" 2>&1 && python3 - "$d.json" "$ar" <<'PY'; then
+import json, sys
+r, ar = json.load(open(sys.argv[1])), sys.argv[2]
+f = next(f for f in r["findings"] if f["kind"] == "behind")
+want = "gpu ring" if ar == "ring" else "mpi"
+ok = f["rank"] == 1 and f["others"] == [0] and f["call"]["algo"].startswith(want) and f["call"]["label"].startswith("bucket")
+print(("ok  " if ok else "FAIL") + " flight-%s: %s" % (ar, f["text"]))
+sys.exit(0 if ok else 1)
+PY
+		:
+	else
+		echo "FAIL flight-$ar"
+		tail -20 "$d.log" "$d.json"
+		fail=1
+	fi
 done
 
 say "the same job on the CPU and the GPU (fp32, 4 steps; rounding differs and grows: reported, not checked)"
