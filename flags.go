@@ -27,9 +27,9 @@ const (
 )
 
 var (
-	modelFlag   = &cli.StringFlag{Name: "model", Value: "mlp", Usage: "network to train: mlp, cnn, resnet, gpt (--layers --heads --dim --context), or a GPT-2 size: gpt2, gpt2-medium, gpt2-large, gpt2-xl", EnvVars: env("MODEL"), Category: catModel}
+	modelFlag   = &cli.StringFlag{Name: "model", Value: "mlp", Usage: "network to train: mlp, cnn, resnet (--depth: torchvision's at 18, 34, 50, 101, 152; He et al.'s CIFAR ResNet at other depths 6n+2), resnet-cifar (always the CIFAR one), gpt (--layers --heads --dim --context), or a GPT-2 size: gpt2, gpt2-medium, gpt2-large, gpt2-xl", EnvVars: env("MODEL"), Category: catModel}
 	hiddenFlag  = &cli.IntSliceFlag{Name: "hidden", Value: cli.NewIntSlice(256), Usage: "MLP hidden layer sizes, comma-separated", EnvVars: env("HIDDEN"), Category: catModel}
-	depthFlag   = &cli.IntFlag{Name: "depth", Value: 20, Usage: "ResNet depth, 6n+2: 20, 32, 44, 56, 110", EnvVars: env("DEPTH"), Category: catModel}
+	depthFlag   = &cli.IntFlag{Name: "depth", Value: 20, Usage: "ResNet depth: 18, 34, 50, 101, 152 (torchvision's ImageNet ResNets) or 6n+2: 20, 32, 44, 56, 110 (CIFAR)", EnvVars: env("DEPTH"), Category: catModel}
 	layersFlag  = &cli.IntFlag{Name: "layers", Value: 6, Usage: "gpt: transformer blocks", EnvVars: env("LAYERS"), Category: catModel}
 	headsFlag   = &cli.IntFlag{Name: "heads", Value: 6, Usage: "gpt: attention heads (dividing --dim)", EnvVars: env("HEADS"), Category: catModel}
 	dimFlag     = &cli.IntFlag{Name: "dim", Value: 384, Usage: "gpt: width of the residual stream", EnvVars: env("DIM"), Category: catModel}

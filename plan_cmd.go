@@ -180,7 +180,7 @@ func planGrid(c *cli.Context) error {
 		return err
 	}
 	gm := plan.GridModel{Batch: batch, ComputeS: compute, StateCopies: c.Float64("state-copies"), Balance: m.Balance}
-	if cfg.Kind == "resnet" || cfg.Kind == "cnn" {
+	if cfg.Kind == "resnet" || cfg.Kind == "resnet-cifar" || cfg.Kind == "cnn" {
 		gm.MinMicro = 2 // BatchNorm's statistics are per micro-batch
 	}
 	var ctx, dim float64

@@ -88,6 +88,9 @@ func (n *Net) build(s model.Spec) (glayer, error) {
 	case "bn":
 		return n.bn(s), nil
 	case "maxpool":
+		if s.Stride != s.KH || s.Pad != 0 {
+			return nil, fmt.Errorf("gpu: no GPU max pooling with stride %d and padding %d yet (torchvision ResNets' stem): use --device cpu", s.Stride, s.Pad)
+		}
 		return &maxpool{c: c, s: s}, nil
 	case "avgpool":
 		return &avgpool{c: c, s: s}, nil

@@ -25,6 +25,12 @@ type BasicBlock struct {
 // NewBasicBlock builds a block from (h, w, inC) to (h/stride, w/stride,
 // outC).
 func NewBasicBlock(p *Params, mode *Mode, prefix string, inC, h, w, outC, stride int) *BasicBlock {
+	return newBasicBlock(p, mode, prefix, inC, h, w, outC, stride, "shortcut")
+}
+
+// newBasicBlock is NewBasicBlock with the projection shortcut named sc
+// ("shortcut" in the CIFAR ResNets, torchvision's "downsample").
+func newBasicBlock(p *Params, mode *Mode, prefix string, inC, h, w, outC, stride int, sc string) *BasicBlock {
 	b := &BasicBlock{}
 	b.conv1 = NewConv2D(p, prefix+".conv1", inC, h, w, outC, 3, stride, 1, false)
 	oh, ow := b.conv1.outH, b.conv1.outW
@@ -32,8 +38,8 @@ func NewBasicBlock(p *Params, mode *Mode, prefix string, inC, h, w, outC, stride
 	b.conv2 = NewConv2D(p, prefix+".conv2", outC, oh, ow, outC, 3, 1, 1, false)
 	b.bn2 = NewBatchNorm2d(p, mode, prefix+".bn2", outC, oh, ow)
 	if stride != 1 || inC != outC {
-		b.scConv = NewConv2D(p, prefix+".shortcut.0", inC, h, w, outC, 1, stride, 0, false)
-		b.scBN = NewBatchNorm2d(p, mode, prefix+".shortcut.1", outC, oh, ow)
+		b.scConv = NewConv2D(p, prefix+"."+sc+".0", inC, h, w, outC, 1, stride, 0, false)
+		b.scBN = NewBatchNorm2d(p, mode, prefix+"."+sc+".1", outC, oh, ow)
 	}
 	b.in, b.out = h*w*inC, oh*ow*outC
 	return b

@@ -248,7 +248,7 @@ func TestMLPLayout(t *testing.T) {
 	if nonzero < len(w)/2 {
 		t.Errorf("only %d of %d weights nonzero", nonzero, len(w))
 	}
-	if _, err := Build(Config{Kind: "transformer", Input: [3]int{1, 1, 1}, Classes: 2}); err == nil || err.Error() != `unknown model "transformer": choose one of mlp, cnn, resnet, gpt` {
+	if _, err := Build(Config{Kind: "transformer", Input: [3]int{1, 1, 1}, Classes: 2}); err == nil || err.Error() != `unknown model "transformer": choose one of mlp, cnn, resnet, resnet-cifar, gpt` {
 		t.Errorf("unknown kind: %v", err)
 	}
 }

@@ -10,9 +10,9 @@ import (
 // Config says which network to build; it is stored in checkpoints so a
 // resumed run can check it builds the same one.
 type Config struct {
-	Kind    string     `json:"kind"`            // "mlp", "cnn", "resnet" or "gpt"
+	Kind    string     `json:"kind"`            // "mlp", "cnn", "resnet", "resnet-cifar" or "gpt"
 	Hidden  []int      `json:"hidden"`          // MLP hidden layer sizes
-	Depth   int        `json:"depth,omitempty"` // ResNet depth, 6n+2
+	Depth   int        `json:"depth,omitempty"` // ResNet depth: 18, 34, 50, 101, 152 (torchvision's), 6n+2 (CIFAR)
 	Input   [3]int     `json:"input"`           // C, H, W of one sample (images)
 	Classes int        `json:"classes"`         // outputs per position (gpt: the vocabulary)
 	GPT     *GPTConfig `json:"gpt,omitempty"`   // gpt's sizes
@@ -25,7 +25,37 @@ func (c Config) String() string {
 }
 
 // Kinds lists the models Build knows.
-var Kinds = []string{"mlp", "cnn", "resnet", "gpt"}
+var Kinds = []string{"mlp", "cnn", "resnet", "resnet-cifar", "gpt"}
+
+// The ResNet families.
+const (
+	Torchvision = "torchvision" // ImageNet ResNets, torchvision's layout and names
+	CIFAR       = "cifar"       // He et al.'s CIFAR ResNets, depth 6n+2
+)
+
+// torchvisionBlocks are the blocks per stage of torchvision's ResNets.
+var torchvisionBlocks = map[int][4]int{18: {2, 2, 2, 2}, 34: {3, 4, 6, 3}, 50: {3, 4, 6, 3}, 101: {3, 4, 23, 3}, 152: {3, 8, 36, 3}}
+
+// ResNetFamily says which ResNet kind and depth name: --model resnet is
+// torchvision's at 18, 34, 50, 101 and 152 and the CIFAR ResNet at the
+// other depths 6n+2 (20, 32, 44, 56, 110, ...); resnet-cifar is always
+// the CIFAR one. "" with the reason when neither has the depth (or kind
+// is not a ResNet).
+func ResNetFamily(kind string, depth int) (string, error) {
+	cifar := depth >= 8 && (depth-2)%6 == 0
+	_, tv := torchvisionBlocks[depth]
+	switch {
+	case kind == "resnet" && tv:
+		return Torchvision, nil
+	case (kind == "resnet" || kind == "resnet-cifar") && cifar:
+		return CIFAR, nil
+	case kind == "resnet":
+		return "", fmt.Errorf("--depth %d: torchvision's ResNets have depth 18, 34, 50, 101 or 152, the CIFAR ResNets 6n+2 (20, 32, 44, 56, 110)", depth)
+	case kind == "resnet-cifar":
+		return "", fmt.Errorf("--depth %d: a CIFAR ResNet has depth 6n+2 (20, 32, 44, 56, 110)", depth)
+	}
+	return "", fmt.Errorf("model %q is not a ResNet", kind)
+}
 
 // Model is a network of layers applied in sequence, with its parameters and
 // the activation buffers of the largest batch seen.
@@ -109,9 +139,16 @@ func layout(cfg Config, part Part, p *Params, mode *Mode) (*Model, error) {
 		}
 	case "cnn":
 		m.buildCNN()
-	case "resnet":
-		if cfg.Depth < 8 || (cfg.Depth-2)%6 != 0 {
-			return nil, fmt.Errorf("--depth %d: a CIFAR ResNet has depth 6n+2 (20, 32, 44, 56, 110)", cfg.Depth)
+	case "resnet", "resnet-cifar":
+		family, err := ResNetFamily(cfg.Kind, cfg.Depth)
+		if err != nil {
+			return nil, err
+		}
+		if family == Torchvision {
+			if err := m.buildTorchvisionResNet(); err != nil {
+				return nil, err
+			}
+			break
 		}
 		m.buildResNet()
 	default:
@@ -175,6 +212,58 @@ func (m *Model) buildResNet() {
 	m.add(NewGlobalAvgPool(c, h, w), p.Len())
 	before = p.Len()
 	m.add(NewLinear(p, "linear", c, m.Config.Classes), before)
+}
+
+// buildTorchvisionResNet is torchvision's ResNet-18 to -152 (He et al.
+// 2016's ImageNet networks, v1.5): a 7x7 stride-2 convolution to 64
+// channels with BatchNorm and ReLU, a 3x3 stride-2 max pool, four stages
+// of BasicBlocks (18, 34) or Bottlenecks (50 and up) at 64, 128, 256 and
+// 512 channels (times 4 for Bottlenecks; stages 2 to 4 start with stride
+// 2), global average pooling and a linear layer. The names are
+// torchvision's (conv1, bn1, layer1.0.conv1, layer1.0.downsample.0, fc),
+// so torchvision.models.resnet50() loads a checkpoint with strict=True
+// when the input has 3 channels. Any image size the stride-32 stem and
+// stages reduce to at least 1x1 works (the pooling is global).
+func (m *Model) buildTorchvisionResNet() error {
+	c, h, w := m.Config.Input[0], m.Config.Input[1], m.Config.Input[2]
+	if h < 32 || w < 32 {
+		return fmt.Errorf("model: torchvision's ResNet-%d needs images of at least 32x32, not %dx%d (the CIFAR ResNets take smaller ones: --model resnet-cifar)", m.Config.Depth, h, w)
+	}
+	p := m.Params
+	m.add(NewToNHWC(c, h, w), p.Len())
+	before := p.Len()
+	stem := NewConv2D(p, "conv1", c, h, w, 64, 7, 2, 3, false)
+	m.add(stem, before)
+	h, w = stem.outH, stem.outW
+	before = p.Len()
+	m.add(NewBatchNorm2d(p, m.Mode, "bn1", 64, h, w).WithReLU(), before)
+	pool := NewMaxPool2dStride(64, h, w, 3, 2, 1)
+	m.add(pool, p.Len())
+	c, h, w = 64, pool.oh, pool.ow
+	blocks := torchvisionBlocks[m.Config.Depth]
+	for stage, planes := range []int{64, 128, 256, 512} {
+		for i := range blocks[stage] {
+			stride := 1
+			if stage > 0 && i == 0 {
+				stride = 2
+			}
+			name := fmt.Sprintf("layer%d.%d", stage+1, i)
+			before := p.Len()
+			if m.Config.Depth >= 50 {
+				b := NewBottleneck(p, m.Mode, name, c, h, w, planes, stride)
+				m.add(b, before)
+				c, h, w = Expansion*planes, b.conv2.outH, b.conv2.outW
+			} else {
+				b := newBasicBlock(p, m.Mode, name, c, h, w, planes, stride, "downsample")
+				m.add(b, before)
+				c, h, w = planes, b.conv1.outH, b.conv1.outW
+			}
+		}
+	}
+	m.add(NewGlobalAvgPool(c, h, w), p.Len())
+	before = p.Len()
+	m.add(NewLinear(p, "fc", c, m.Config.Classes), before)
+	return nil
 }
 
 // FLOPs is the matrix-multiply work of one training sample (forward, the

@@ -1,21 +1,29 @@
 package model
 
-// MaxPool2d is torch.nn.MaxPool2d(k) (stride k, no padding) on NHWC
-// activations. Forward remembers where each maximum came from.
+// MaxPool2d is torch.nn.MaxPool2d(k, stride, padding) on NHWC
+// activations: padding counts as -inf (never the maximum), and of equal
+// values the first in the window (row by row) wins, as in PyTorch.
+// Forward remembers where each maximum came from.
 type MaxPool2d struct {
 	c, h, w, k, oh, ow int
+	stride, pad        int
 	arg                []int32 // per output value: its input offset within the sample
 }
 
-// NewMaxPool2d pools (h, w, c) by k x k windows.
-func NewMaxPool2d(c, h, w, k int) *MaxPool2d {
-	return &MaxPool2d{c: c, h: h, w: w, k: k, oh: h / k, ow: w / k}
+// NewMaxPool2d pools (h, w, c) by k x k windows, stride k, no padding.
+func NewMaxPool2d(c, h, w, k int) *MaxPool2d { return NewMaxPool2dStride(c, h, w, k, k, 0) }
+
+// NewMaxPool2dStride pools (h, w, c) by k x k windows at stride with pad
+// rows and columns of padding on each side (torchvision ResNets' stem:
+// k 3, stride 2, pad 1).
+func NewMaxPool2dStride(c, h, w, k, stride, pad int) *MaxPool2d {
+	return &MaxPool2d{c: c, h: h, w: w, k: k, stride: stride, pad: pad, oh: (h+2*pad-k)/stride + 1, ow: (w+2*pad-k)/stride + 1}
 }
 
 func (l *MaxPool2d) InSize() int  { return l.h * l.w * l.c }
 func (l *MaxPool2d) OutSize() int { return l.oh * l.ow * l.c }
 
-// Forward: y (n, h/k, w/k, c) holds each window's maximum.
+// Forward: y (n, oh, ow, c) holds each window's maximum.
 func (l *MaxPool2d) Forward(y, x []float32, n int) {
 	if len(l.arg) < n*l.OutSize() {
 		l.arg = make([]int32, n*l.OutSize())
@@ -28,18 +36,24 @@ func (l *MaxPool2d) Forward(y, x []float32, n int) {
 		for oh := range l.oh {
 			for ow := range l.ow {
 				o := (oh*l.ow + ow) * C
-				first := (oh*l.k*l.w + ow*l.k) * C
-				for ch := range C {
-					out[o+ch], arg[o+ch] = img[first+ch], int32(first+ch)
-				}
+				first := true
 				for i := range l.k {
+					r := oh*l.stride - l.pad + i
+					if r < 0 || r >= l.h {
+						continue
+					}
 					for j := range l.k {
-						in := ((oh*l.k+i)*l.w + ow*l.k + j) * C
+						q := ow*l.stride - l.pad + j
+						if q < 0 || q >= l.w {
+							continue
+						}
+						in := (r*l.w + q) * C
 						for ch := range C {
-							if v := img[in+ch]; v > out[o+ch] {
+							if v := img[in+ch]; first || v > out[o+ch] {
 								out[o+ch], arg[o+ch] = v, int32(in+ch)
 							}
 						}
+						first = false
 					}
 				}
 			}

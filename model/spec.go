@@ -51,7 +51,8 @@ func (l *BatchNorm2d) spec() Spec {
 }
 
 func (l *MaxPool2d) spec() Spec {
-	return Spec{Kind: "maxpool", In: l.InSize(), Out: l.OutSize(), InC: l.c, InH: l.h, InW: l.w, OutC: l.c, OutH: l.oh, OutW: l.ow, KH: l.k, KW: l.k}
+	return Spec{Kind: "maxpool", In: l.InSize(), Out: l.OutSize(), InC: l.c, InH: l.h, InW: l.w, OutC: l.c, OutH: l.oh, OutW: l.ow, KH: l.k, KW: l.k,
+		Stride: l.stride, Pad: l.pad}
 }
 
 func (l *AvgPool2d) spec() Spec {

@@ -33,7 +33,7 @@ as_root() {
 # James text; fortunes: /usr/share/games/fortunes/*.u8).
 packages=(openmpi-bin libopenmpi-dev libopenblas-dev pkg-config gcc libc6-dev
 	dataset-fashion-mnist bible-kjv fortunes ca-certificates curl unzip git)
-((test_deps)) && packages+=(python3-torch prometheus prometheus-pushgateway slurm-wlm munge iproute2)
+((test_deps)) && packages+=(python3-torch python3-torchvision prometheus prometheus-pushgateway slurm-wlm munge iproute2)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

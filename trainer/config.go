@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"train/gpu"
+	"train/model"
 	"train/mpi"
 	"train/optim"
 )
@@ -176,8 +177,12 @@ type CheckpointOptions struct {
 func (c *Config) ModelName() string {
 	m := &c.Model
 	switch m.Kind {
-	case "resnet":
-		return fmt.Sprintf("resnet-%d", m.Depth)
+	case "resnet", "resnet-cifar":
+		family, _ := model.ResNetFamily(m.Kind, m.Depth)
+		if family == model.CIFAR {
+			return fmt.Sprintf("resnet-%d (the CIFAR ResNet of He et al.)", m.Depth)
+		}
+		return fmt.Sprintf("resnet-%d (torchvision's)", m.Depth)
 	case "gpt":
 		return fmt.Sprintf("gpt (%d layers, %d heads, dim %d, context %d)", m.Layers, m.Heads, m.Dim, m.Context)
 	}
@@ -210,7 +215,7 @@ func (o *OptimOptions) optimConfig() optim.Config {
 func (c *Config) augment() (crop, flip bool) {
 	a := c.Data.Augment
 	if a.Auto {
-		images := c.Model.Kind == "cnn" || c.Model.Kind == "resnet"
+		images := c.Model.Kind == "cnn" || c.Model.resnet()
 		return images, images
 	}
 	return a.Crop, a.Flip
@@ -237,3 +242,6 @@ func (c *Config) Defaults() {
 		c.Device.Precision = "fp32"
 	}
 }
+
+// resnet reports whether the model is one of the ResNets.
+func (m *ModelOptions) resnet() bool { return m.Kind == "resnet" || m.Kind == "resnet-cifar" }

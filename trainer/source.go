@@ -73,7 +73,7 @@ func (s *Session) load() error {
 	if err != nil {
 		return err
 	}
-	if c.Model.Kind != "resnet" {
+	if !c.Model.resnet() {
 		s.Model.Config.Depth = 0
 	}
 	return nil

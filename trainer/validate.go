@@ -43,8 +43,10 @@ func (m *ModelOptions) Validate() error {
 			return fmt.Errorf("--hidden %v: layer sizes must be positive", m.Hidden)
 		}
 	}
-	if m.Kind == "resnet" && (m.Depth < 8 || (m.Depth-2)%6 != 0) {
-		return fmt.Errorf("--depth %d: a CIFAR ResNet has 6n+2 layers (8, 14, 20, 32, 44, 56, 110)", m.Depth)
+	if m.resnet() {
+		if _, err := model.ResNetFamily(m.Kind, m.Depth); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -184,8 +186,8 @@ var usedBy = []struct {
 	{"dim", func(c *Config) any { return c.Model.Dim }, func(c *Config) bool { return c.Model.Kind == "gpt" }, withModel, "--model gpt"},
 	{"context", func(c *Config) any { return c.Model.Context }, func(c *Config) bool { return c.Model.Kind == "gpt" }, withModel, "--model gpt"},
 	{"vocab", func(c *Config) any { return c.Model.Vocab }, func(c *Config) bool { return c.Model.Kind == "gpt" }, withModel, "--model gpt"},
-	{"augment", func(c *Config) any { return c.Data.Augment }, func(c *Config) bool { return c.Model.Kind != "gpt" }, withModel, "the image models (mlp, cnn, resnet)"},
-	{"depth", func(c *Config) any { return c.Model.Depth }, func(c *Config) bool { return c.Model.Kind == "resnet" }, withModel, "--model resnet"},
+	{"augment", func(c *Config) any { return c.Data.Augment }, func(c *Config) bool { return c.Model.Kind != "gpt" }, withModel, "the image models (mlp, cnn, resnet, resnet-cifar)"},
+	{"depth", func(c *Config) any { return c.Model.Depth }, func(c *Config) bool { return c.Model.resnet() }, withModel, "--model resnet or resnet-cifar"},
 	{"synthetic-shape", func(c *Config) any { return c.Data.SyntheticShape }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
 	{"synthetic-samples", func(c *Config) any { return c.Data.SyntheticSamples }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
 	{"crop-pad", func(c *Config) any { return c.Data.CropPad }, func(c *Config) bool { crop, _ := c.augment(); return crop }, withAugment,

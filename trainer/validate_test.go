@@ -35,10 +35,13 @@ func TestValidate(t *testing.T) {
 	}{
 		{"defaults", func(c *Config) {}, ""},
 		// model
-		{"unknown model", func(c *Config) { c.Model.Kind = "transformer" }, `unknown model "transformer": choose mlp, cnn, resnet or gpt`},
+		{"unknown model", func(c *Config) { c.Model.Kind = "transformer" }, `unknown model "transformer": choose mlp, cnn, resnet, resnet-cifar or gpt`},
 		{"hidden size 0", func(c *Config) { c.Model.Hidden = []int{0} }, "--hidden [0]"},
 		{"resnet depth", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet", 21 }, "--depth 21"},
 		{"resnet depth 8", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet", 8 }, ""},
+		{"torchvision depth", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet", 50 }, ""},
+		{"cifar depth 18", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet-cifar", 18 }, "--depth 18: a CIFAR ResNet has depth 6n+2"},
+		{"resnet depth 19", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet", 19 }, "torchvision's ResNets have depth 18, 34, 50, 101 or 152"},
 		{"gpt", func(c *Config) {
 			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context = "gpt", 2, 2, 8, 16
 		}, ""},

@@ -1,0 +1,156 @@
+package model
+
+import "math/rand/v2"
+
+// Bottleneck is the residual block of torchvision's ResNet-50, -101 and
+// -152 (ResNet v1.5: the stride on the 3x3 convolution, as torchvision
+// places it):
+//
+//	out = relu(bn3(conv3(relu(bn2(conv2(relu(bn1(conv1(x)))))))) + downsample(x))
+//
+// conv1 is 1x1 from inC to width, conv2 3x3 with the block's stride,
+// conv3 1x1 to 4 x width, all without bias; downsample is the identity,
+// or a 1x1 convolution with the stride and BatchNorm (prefix.downsample.0,
+// prefix.downsample.1, torchvision's names) when the shape changes. NHWC.
+type Bottleneck struct {
+	conv1, conv2, conv3, scConv *Conv2D
+	bn1, bn2, bn3, scBN         *BatchNorm2d
+	in, mid1, mid2, out         int // values per sample: input, after conv1, after conv2, output
+	// Activations kept from Forward for Backward (b1 and b2 with their
+	// ReLU fused into the BatchNorm), and backward scratch.
+	c1, b1, c2, b2, c3, b3, s1, s2 []float32
+	g, t3, sg, u2, t2, u1, t1, dxs []float32
+	batch                          int
+}
+
+// Expansion is the Bottleneck's output channels per width.
+const Expansion = 4
+
+// NewBottleneck builds a block from (h, w, inC) to (h/stride, w/stride,
+// 4 width).
+func NewBottleneck(p *Params, mode *Mode, prefix string, inC, h, w, width, stride int) *Bottleneck {
+	b := &Bottleneck{}
+	out := Expansion * width
+	b.conv1 = NewConv2D(p, prefix+".conv1", inC, h, w, width, 1, 1, 0, false)
+	b.bn1 = NewBatchNorm2d(p, mode, prefix+".bn1", width, h, w).WithReLU()
+	b.conv2 = NewConv2D(p, prefix+".conv2", width, h, w, width, 3, stride, 1, false)
+	oh, ow := b.conv2.outH, b.conv2.outW
+	b.bn2 = NewBatchNorm2d(p, mode, prefix+".bn2", width, oh, ow).WithReLU()
+	b.conv3 = NewConv2D(p, prefix+".conv3", width, oh, ow, out, 1, 1, 0, false)
+	b.bn3 = NewBatchNorm2d(p, mode, prefix+".bn3", out, oh, ow)
+	if stride != 1 || inC != out {
+		b.scConv = NewConv2D(p, prefix+".downsample.0", inC, h, w, out, 1, stride, 0, false)
+		b.scBN = NewBatchNorm2d(p, mode, prefix+".downsample.1", out, oh, ow)
+	}
+	b.in, b.mid1, b.mid2, b.out = h*w*inC, h*w*width, oh*ow*width, oh*ow*out
+	return b
+}
+
+func (b *Bottleneck) InSize() int  { return b.in }
+func (b *Bottleneck) OutSize() int { return b.out }
+
+func (b *Bottleneck) parts() []Layer {
+	ls := []Layer{b.conv1, b.bn1, b.conv2, b.bn2, b.conv3, b.bn3}
+	if b.scConv != nil {
+		ls = append(ls, b.scConv, b.scBN)
+	}
+	return ls
+}
+
+func (b *Bottleneck) ensure(n int) {
+	if n <= b.batch {
+		return
+	}
+	b.batch = n
+	for _, s := range []struct {
+		size int
+		bufs []*[]float32
+	}{
+		{b.mid1, []*[]float32{&b.c1, &b.b1, &b.u1, &b.t1}},
+		{b.mid2, []*[]float32{&b.c2, &b.b2, &b.u2, &b.t2}},
+		{b.out, []*[]float32{&b.c3, &b.b3, &b.g, &b.t3}},
+	} {
+		for _, p := range s.bufs {
+			*p = make([]float32, n*s.size)
+		}
+	}
+	if b.scConv != nil {
+		b.s1, b.s2, b.sg = make([]float32, n*b.out), make([]float32, n*b.out), make([]float32, n*b.out)
+		b.dxs = make([]float32, n*b.in)
+	}
+}
+
+// Forward: y (n, out) from x (n, in).
+func (b *Bottleneck) Forward(y, x []float32, n int) {
+	b.ensure(n)
+	b.conv1.Forward(b.c1, x, n)
+	b.bn1.Forward(b.b1, b.c1, n)
+	b.conv2.Forward(b.c2, b.b1, n)
+	b.bn2.Forward(b.b2, b.c2, n)
+	b.conv3.Forward(b.c3, b.b2, n)
+	b.bn3.Forward(b.b3, b.c3, n)
+	short := x
+	if b.scConv != nil {
+		b.scConv.Forward(b.s1, x, n)
+		b.scBN.Forward(b.s2, b.s1, n)
+		short = b.s2
+	}
+	addReLU(y, b.b3, short, n*b.out)
+}
+
+// Backward through both branches; dx is the sum of their input gradients.
+func (b *Bottleneck) Backward(dx, dy, x, y []float32, n int) {
+	o := n * b.out
+	g := b.g[:o] // gradient of the sum before the last ReLU
+	reluMask(g, dy, y, o)
+	b.bn3.Backward(b.t3, g, b.c3, b.b3, n)      // t3 = d c3
+	b.conv3.Backward(b.u2, b.t3, b.b2, b.c3, n) // u2 = d b2
+	b.bn2.Backward(b.t2, b.u2, b.c2, b.b2, n)   // t2 = d c2 (ReLU mask inside)
+	b.conv2.Backward(b.u1, b.t2, b.b1, b.c2, n) // u1 = d b1
+	b.bn1.Backward(b.t1, b.u1, b.c1, b.b1, n)   // t1 = d c1 (ReLU mask inside)
+	if b.scConv != nil {
+		b.scBN.Backward(b.sg, g, b.s1, b.s2, n) // sg = d s1
+		if dx == nil {
+			b.scConv.Backward(nil, b.sg, x, b.s1, n)
+			b.conv1.Backward(nil, b.t1, x, b.c1, n)
+			return
+		}
+		b.scConv.Backward(b.dxs, b.sg, x, b.s1, n)
+		b.conv1.Backward(dx, b.t1, x, b.c1, n)
+		add(dx, dx, b.dxs, n*b.in)
+		return
+	}
+	b.conv1.Backward(dx, b.t1, x, b.c1, n)
+	if dx != nil {
+		add(dx, dx, g, o)
+	}
+}
+
+func (b *Bottleneck) init(rng *rand.Rand) {
+	for _, l := range b.parts() {
+		l.(initializer).init(rng)
+	}
+}
+
+func (b *Bottleneck) flops() (fwd, dw, dx int64) {
+	for _, l := range b.parts() {
+		if f, ok := l.(flopCounter); ok {
+			a, c, d := f.flops()
+			fwd, dw, dx = fwd+a, dw+c, dx+d
+		}
+	}
+	return fwd, dw, dx
+}
+
+func (b *Bottleneck) heldBytes() int {
+	return floats(b.c1, b.b1, b.c2, b.b2, b.c3, b.b3, b.s1, b.s2, b.g, b.t3, b.sg, b.u2, b.t2, b.u1, b.t1, b.dxs)
+}
+
+// spec is a "bottleneck" (the GPU path has no such layer yet, and says so).
+func (b *Bottleneck) spec() Spec {
+	s := Spec{Kind: "bottleneck", In: b.in, Out: b.out}
+	for _, p := range b.parts() {
+		s.Parts = append(s.Parts, p.(specer).spec())
+	}
+	return s
+}
