@@ -27,13 +27,14 @@ as_root() {
 	if [[ $EUID -eq 0 ]]; then "$@"; else sudo "$@"; fi
 }
 
-# Debian packages: OpenMPI, the C toolchain cgo needs, OpenBLAS, the
+# Debian packages: OpenMPI, the C toolchain cgo needs, OpenBLAS,
+# libjpeg-turbo (Pillow's JPEG decoder, opened at run time), the
 # Fashion-MNIST dataset (/usr/share/datasets/fashion-mnist), and text for
 # language models (bible-kjv: `bible -f Gen1:1-Rev22:21` prints the King
 # James text; fortunes: /usr/share/games/fortunes/*.u8).
-packages=(openmpi-bin libopenmpi-dev libopenblas-dev pkg-config gcc libc6-dev
+packages=(openmpi-bin libopenmpi-dev libopenblas-dev libturbojpeg0 pkg-config gcc libc6-dev
 	dataset-fashion-mnist bible-kjv fortunes ca-certificates curl unzip git)
-((test_deps)) && packages+=(python3-torch python3-torchvision prometheus prometheus-pushgateway slurm-wlm munge iproute2)
+((test_deps)) && packages+=(python3-torch python3-torchvision python3-pil python3-numpy prometheus prometheus-pushgateway slurm-wlm munge iproute2)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
