@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"testing"
 
 	"train/data"
+	"train/internal/near"
 )
 
 // TestPILResize (issue 20, "pixels"): data.Resize gives Pillow's bytes
@@ -119,4 +122,70 @@ func abs(v int) int {
 		return -v
 	}
 	return v
+}
+
+// TestTorchvisionTransforms (issue 20, "augmentation"): for the same crop
+// box and flip, data.TrainCrop gives torchvision's resized_crop (and
+// hflip) bytes exactly, and data.EvalCrop its Resize then CenterCrop
+// (enlarging included, and a crop larger than the image, padded), on
+// real Fashion-MNIST and CIFAR-10 images from 28x28 to 600x600
+// (scripts/pil_reference.py transforms, torchvision 0.14's PIL path);
+// data.Normalize gives its ToTensor then Normalize floats exactly.
+func TestTorchvisionTransforms(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	if out, err := exec.Command("/usr/bin/python3", "scripts/pil_reference.py", "transforms", dir, fashion, "testdata/cifar10-mini").CombinedOutput(); err != nil {
+		t.Fatalf("pil_reference.py: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cases.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Img, W, H    int
+		Kind         string
+		Box          [4]int
+		Size, Resize int
+		Flip, Norm   bool
+	}
+	if err := json.Unmarshal(b, &cases); err != nil || len(cases) == 0 {
+		t.Fatalf("cases.json: %v", err)
+	}
+	for i, c := range cases {
+		img, _ := os.ReadFile(filepath.Join(dir, "img-"+itoa(c.Img)+".raw"))
+		want, _ := os.ReadFile(filepath.Join(dir, "out-"+itoa(i)+".raw"))
+		var got []uint8
+		if c.Kind == "train" {
+			got = data.TrainCrop(img, c.W, c.H, data.Box{X: c.Box[0], Y: c.Box[1], Width: c.Box[2], Height: c.Box[3]}, c.Size, c.Flip)
+		} else {
+			got = data.EvalCrop(img, c.W, c.H, c.Resize, c.Size)
+		}
+		if len(got) != len(want) || len(want) == 0 {
+			t.Errorf("case %d %+v: %d bytes, torchvision %d", i, c, len(got), len(want))
+			continue
+		}
+		for j := range want {
+			if got[j] != want[j] {
+				t.Errorf("case %d %+v: byte %d is %d, torchvision %d", i, c, j, got[j], want[j])
+				break
+			}
+		}
+		if c.Norm {
+			nb, _ := os.ReadFile(filepath.Join(dir, "norm.raw"))
+			norm := make([]float32, 3*c.Size*c.Size)
+			data.Normalize(norm, got, c.Size, c.Size, data.ImageNetMean, data.ImageNetStd)
+			if err := near.Check(bytesF32(nb), norm, 0); err != nil {
+				t.Errorf("Normalize: %v", err)
+			}
+		}
+	}
+	t.Logf("%d views, every byte torchvision's", len(cases))
+}
+
+func bytesF32(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
 }

@@ -4,6 +4,7 @@
     /usr/bin/python3 scripts/pil_reference.py resize DIR
 
     /usr/bin/python3 scripts/pil_reference.py decode DIR FASHION_DIR CIFAR_DIR
+    /usr/bin/python3 scripts/pil_reference.py transforms DIR FASHION_DIR CIFAR_DIR
 
 resize: seeded random RGB and greyscale images of several sizes, each
 resized with Image.resize(size, Image.BILINEAR) (torchvision's Resize and
@@ -16,6 +17,12 @@ transparency, 16-bit greyscale) and JPEG (baseline 4:4:4, 4:2:0,
 progressive, greyscale, CMYK), and broken files (truncated, not an image,
 empty); writes each file, DIR/cases.json, and for each file PIL opens,
 Image.open(f).convert("RGB") (torchvision's loader) as DIR/NAME.raw.
+transforms: torchvision's (python3-torchvision) training view
+resized_crop(box, size) with and without hflip, and evaluation view
+Resize(resize) then CenterCrop(size), on the real images above (RGB);
+writes DIR/cases.json, each input DIR/img-N.raw and each output
+DIR/out-N.raw, and for the first evaluation view ToTensor then Normalize
+with ImageNet's mean and std as float32 (DIR/norm.raw).
 Needs Debian's python3-pil and python3-numpy.
 """
 import gzip
@@ -108,5 +115,39 @@ def decode_cases(out, fashion, cifar):
     print(len(cases), "cases")
 
 
+def transform_cases(out, fashion, cifar):
+    import torch
+    import torchvision.transforms as T
+    import torchvision.transforms.functional as TF
+
+    imgs = [im.convert("RGB") for _, im in real_images(fashion, cifar)]
+    cases = []
+    for n, im in enumerate(imgs):
+        np.asarray(im).tofile(os.path.join(out, f"img-{n}.raw"))
+        w, h = im.size
+        boxes = [(0, 0, w, h), (w // 7, h // 5, w // 2, h // 3), (w - w // 3, h - h // 4, w // 3, h // 4), (1, 2, max(w // 9, 1), h - 3)]
+        for bx, by, bw, bh in boxes:
+            for size in (224, 32):
+                for flip in (False, True):
+                    res = TF.resized_crop(im, by, bx, bh, bw, [size, size], T.InterpolationMode.BILINEAR)
+                    if flip:
+                        res = TF.hflip(res)
+                    k = len(cases)
+                    np.asarray(res).tofile(os.path.join(out, f"out-{k}.raw"))
+                    cases.append({"img": n, "w": w, "h": h, "kind": "train", "box": [bx, by, bw, bh], "size": size, "flip": flip})
+        for resize, size in ((256, 224), (40, 32), (20, 24)):
+            res = T.CenterCrop(size)(T.Resize(resize)(im))
+            k = len(cases)
+            np.asarray(res).tofile(os.path.join(out, f"out-{k}.raw"))
+            cases.append({"img": n, "w": w, "h": h, "kind": "eval", "resize": resize, "size": size})
+            if n == 3 and resize == 256:
+                norm = T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])(T.ToTensor()(res))
+                norm.numpy().astype(np.float32).tofile(os.path.join(out, "norm.raw"))
+                cases[-1]["norm"] = True
+    with open(os.path.join(out, "cases.json"), "w") as f:
+        json.dump(cases, f)
+    print(len(cases), "cases")
+
+
 if __name__ == "__main__":
-    {"resize": resize_cases, "decode": decode_cases}[sys.argv[1]](*sys.argv[2:])
+    {"resize": resize_cases, "decode": decode_cases, "transforms": transform_cases}[sys.argv[1]](*sys.argv[2:])
