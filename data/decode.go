@@ -32,6 +32,8 @@ func DecodeRGB(path string) (pix []uint8, w, h int, err error) {
 	}
 	var img image.Image
 	switch {
+	case len(b) == 0:
+		return nil, 0, 0, fmt.Errorf("%s: an empty file, not an image", path)
 	case bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")):
 		img, err = png.Decode(bytes.NewReader(b))
 	case bytes.HasPrefix(b, []byte{0xff, 0xd8}):

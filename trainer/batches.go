@@ -14,6 +14,7 @@ type batches struct {
 	epoch, step int // of the batch in flight; step -1: none
 	inFlight    int // its buffer
 	done        chan struct{}
+	err         error // the batch in flight's failure
 }
 
 func (s *Session) newBatches() *batches {
@@ -31,28 +32,30 @@ func (s *Session) newBatches() *batches {
 
 // get returns batch step of epoch (the sampler's order for the epoch),
 // and starts building the next one when building ahead.
-func (b *batches) get(epoch, step int, order []int) ([]float32, []int32) {
+func (b *batches) get(epoch, step int, order []int) ([]float32, []int32, error) {
 	if !b.ahead {
-		b.build(0, epoch, step, order)
-		return b.xs[0], b.ys[0]
+		return b.xs[0], b.ys[0], b.build(0, epoch, step, order)
 	}
 	b.wait()
 	k := b.inFlight
 	if b.step != step || b.epoch != epoch {
 		k = b.next
 		b.next = 1 - b.next
-		b.build(k, epoch, step, order)
+		b.err = b.build(k, epoch, step, order)
+	}
+	if err := b.err; err != nil {
+		return nil, nil, err
 	}
 	b.step = -1
 	if spe := b.s.Sampler.StepsPerEpoch(); step+1 < spe {
 		b.start(epoch, step+1, order)
 	}
-	return b.xs[k], b.ys[k]
+	return b.xs[k], b.ys[k], nil
 }
 
-func (b *batches) build(k, epoch, step int, order []int) {
+func (b *batches) build(k, epoch, step int, order []int) error {
 	n := b.s.Cfg.Data.BatchSize
-	b.s.trainSet.Batch(b.xs[k], b.ys[k], order[step*n:(step+1)*n], epoch)
+	return b.s.trainSet.Batch(b.xs[k], b.ys[k], order[step*n:(step+1)*n], epoch)
 }
 
 // start builds batch step of epoch in the background.
@@ -61,9 +64,10 @@ func (b *batches) start(epoch, step int, order []int) {
 	b.next = 1 - b.next
 	b.epoch, b.step, b.inFlight = epoch, step, k
 	b.done = make(chan struct{})
+	b.err = nil
 	go func() {
 		defer close(b.done)
-		b.build(k, epoch, step, order)
+		b.err = b.build(k, epoch, step, order)
 	}()
 }
 

@@ -24,7 +24,10 @@ func (s *Session) Steps(n int) error {
 	for range n {
 		var t stepTimes
 		t.start = time.Now()
-		x, y := s.benchBatches.get(0, s.State.Step%spe, s.benchOrder)
+		x, y, err := s.benchBatches.get(0, s.State.Step%spe, s.benchOrder)
+		if err != nil {
+			return err
+		}
 		t.data = time.Since(t.start)
 		if _, _, err := s.step(x, y, s.Sched.At(s.State.Samples, int64(global)), &t); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"train/data"
 	"train/gpu"
 	"train/model"
 	"train/mpi"
@@ -54,6 +55,14 @@ type DataOptions struct {
 	SyntheticSamples int
 	Augment          Augment
 	CropPad          int
+	// Image folders (data/imageset.go): ValDir is --val-data (""; Dir's
+	// val/), ImageSize the views' side, Resize the evaluation view's
+	// shorter side before its centre crop (0: ImageSize x 256/224),
+	// Workers the decoding goroutines per batch (0: the rank's threads).
+	ValDir    string
+	ImageSize int
+	Resize    int
+	Workers   int
 	BatchSize        int // per data-parallel rank
 	// MicroBatches splits each rank's batch into this many equal parts run
 	// one after another, their gradients summed (exec_micro.go): the
@@ -245,3 +254,9 @@ func (c *Config) Defaults() {
 
 // resnet reports whether the model is one of the ResNets.
 func (m *ModelOptions) resnet() bool { return m.Kind == "resnet" || m.Kind == "resnet-cifar" }
+
+// imageFolder reports whether the data is an image folder: --val-data
+// given, or --data holding train/ and val/.
+func (d *DataOptions) imageFolder() bool {
+	return d.ValDir != "" || d.Dir != "synthetic" && data.IsImageFolder(d.Dir)
+}

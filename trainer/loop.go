@@ -75,7 +75,10 @@ func (s *Session) train() error {
 			// 1. The batch.
 			var t stepTimes
 			t.start = time.Now()
-			x, y := batches.get(st.Epoch, st.StepInEpoch, order)
+			x, y, err := batches.get(st.Epoch, st.StepInEpoch, order)
+			if err != nil {
+				return err
+			}
 			t.data = time.Since(t.start)
 			// 2, 3. Forward, backward and update, with the strategy's
 			// communication around them.
@@ -354,7 +357,9 @@ func (s *Session) evaluateTest() (stats, error) {
 	for lo := 0; lo < len(idx); lo += eb {
 		hi := min(lo+eb, len(idx))
 		n := hi - lo
-		s.testSet.Batch(x, y, idx[lo:hi], 0)
+		if err := s.testSet.Batch(x, y, idx[lo:hi], 0); err != nil {
+			return st, err
+		}
 		loss, correct, err := s.exec.Evaluate(x, y, n)
 		if err != nil {
 			return st, err
@@ -370,7 +375,9 @@ func (s *Session) evaluateTest() (stats, error) {
 			most = max(most, len(data.Shard(s.testSet.Len(), r, s.W.Size())))
 		}
 		for extra := (most+eb-1)/eb - (len(idx)+eb-1)/eb; extra > 0; extra-- {
-			s.testSet.Batch(x, y, []int{0}, 0)
+			if err := s.testSet.Batch(x, y, []int{0}, 0); err != nil {
+				return st, err
+			}
 			if _, _, err := s.exec.Evaluate(x, y, 1); err != nil {
 				return st, err
 			}

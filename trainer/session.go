@@ -55,22 +55,23 @@ type Session struct {
 	strategy Strategy
 	hooks    []Hook
 
-	rep       *reporter // rank 0's log lines and records; other ranks' writes nothing
-	errw      io.Writer // warnings, any rank
-	fault     *fault
-	augment   data.Augment
-	blas      string
-	met       *metrics     // the metrics hook's, for the Pushgateway hook; nil without one
-	bn        *bnSync      // synchronised BatchNorm; nil otherwise
-	prog      progress     // where this rank is, for the watchdog
-	flight    *flightBox   // the flight recorder and its dumps; nil when off
-	signals   *stopSignals // SIGTERM, SIGINT, SIGUSR1: stop at the next step
-	stopBy    string       // the signal that stopped the run, "" if none
-	lastSaved int          // step of the newest checkpoint, -1 if none
-	stale     bool         // BatchNorm buffers stepped since they were last averaged (--bn local)
-	serving   bool         // this rank is a parameter server: Train serves
-	evaluate  bool         // evaluate at epoch ends (bench runs do not)
-	undo      []func()     // what Close undoes, in reverse
+	rep         *reporter // rank 0's log lines and records; other ranks' writes nothing
+	errw        io.Writer // warnings, any rank
+	fault       *fault
+	augment     data.Augment
+	augmentDesc string // image folders' augmentation, for the log ("": augment's)
+	blas        string
+	met         *metrics     // the metrics hook's, for the Pushgateway hook; nil without one
+	bn          *bnSync      // synchronised BatchNorm; nil otherwise
+	prog        progress     // where this rank is, for the watchdog
+	flight      *flightBox   // the flight recorder and its dumps; nil when off
+	signals     *stopSignals // SIGTERM, SIGINT, SIGUSR1: stop at the next step
+	stopBy      string       // the signal that stopped the run, "" if none
+	lastSaved   int          // step of the newest checkpoint, -1 if none
+	stale       bool         // BatchNorm buffers stepped since they were last averaged (--bn local)
+	serving     bool         // this rank is a parameter server: Train serves
+	evaluate    bool         // evaluate at epoch ends (bench runs do not)
+	undo        []func()     // what Close undoes, in reverse
 
 	cuts       []int    // the pipeline's: the first layer of each stage
 	layerNames []string // the whole network's layers, for the log

@@ -3,6 +3,7 @@ package trainer
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"train/data"
 	"train/model"
@@ -16,8 +17,9 @@ type source interface {
 	XSize() int
 	YSize() int
 	// Batch writes samples idx into x and y; epoch draws the training
-	// split's augmentation.
-	Batch(x []float32, y []int32, idx []int, epoch int)
+	// split's augmentation. An error names the sample's file (image
+	// folders decode as they go).
+	Batch(x []float32, y []int32, idx []int, epoch int) error
 }
 
 // images is an image dataset; the training split augments.
@@ -30,13 +32,20 @@ func (s images) Len() int   { return s.d.N }
 func (s images) XSize() int { return s.d.SampleSize() }
 func (s images) YSize() int { return 1 }
 
-func (s images) Batch(x []float32, y []int32, idx []int, epoch int) {
+func (s images) Batch(x []float32, y []int32, idx []int, epoch int) error {
 	if s.aug == nil {
 		s.d.Batch(x, y, idx)
-		return
+		return nil
 	}
 	s.d.BatchAugmented(x, y, idx, *s.aug, epoch)
+	return nil
 }
+
+// folderImages is an image folder, decoded batch by batch.
+type folderImages struct{ *data.ImageSet }
+
+func (s folderImages) XSize() int { return s.SampleSize() }
+func (s folderImages) YSize() int { return 1 }
 
 // tokens are windows of a token corpus (a language model's data).
 type tokens struct{ w data.Windows }
@@ -44,7 +53,10 @@ type tokens struct{ w data.Windows }
 func (s tokens) Len() int                                       { return s.w.Len() }
 func (s tokens) XSize() int                                     { return s.w.T }
 func (s tokens) YSize() int                                     { return s.w.T }
-func (s tokens) Batch(x []float32, y []int32, idx []int, _ int) { s.w.Batch(x, y, idx) }
+func (s tokens) Batch(x []float32, y []int32, idx []int, _ int) error {
+	s.w.Batch(x, y, idx)
+	return nil
+}
 
 // load reads --data for the model and builds the model for it: the
 // image models take their input shape and classes from the images, gpt
@@ -53,6 +65,9 @@ func (s *Session) load() error {
 	c := &s.Cfg
 	if c.Model.Kind == "gpt" {
 		return s.loadTokens()
+	}
+	if c.Data.imageFolder() {
+		return s.loadFolders()
 	}
 	train, test, err := data.Load(data.Source{Dir: c.Data.Dir, SyntheticShape: c.Data.SyntheticShape, SyntheticSamples: max(c.Data.SyntheticSamples, 1), Seed: c.Optim.Seed})
 	if errors.Is(err, data.ErrNotFound) {
@@ -100,4 +115,49 @@ func (s *Session) loadTokens() error {
 	s.Model, err = s.buildModel(model.Config{Kind: "gpt", Classes: v, GPT: &model.GPTConfig{Layers: c.Model.Layers, Heads: c.Model.Heads,
 		Dim: c.Model.Dim, Context: t, Vocab: v, VocabPadded: model.PadVocab(v)}})
 	return err
+}
+
+// loadFolders opens image folders (torchvision's ImageFolder layout) and
+// builds the model for their classes and --image-size.
+func (s *Session) loadFolders() error {
+	c := &s.Cfg
+	d := &c.Data
+	train, val, err := data.OpenImageFolders(d.Dir, d.ValDir)
+	if err != nil {
+		return err
+	}
+	resize := d.Resize
+	if resize == 0 {
+		resize = (d.ImageSize*256 + 112) / 224
+	}
+	workers := d.Workers
+	if workers == 0 {
+		workers = max(1, model.Threads())
+	}
+	crop, flip := c.augment()
+	view := func(f *data.Folder, training bool) *data.ImageSet {
+		return &data.ImageSet{Folder: f, Size: d.ImageSize, Resize: resize, Train: training, Crop: crop, Flip: flip,
+			Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: c.Optim.Seed, Workers: workers}
+	}
+	s.trainSet, s.testSet = folderImages{view(train, true)}, folderImages{view(val, false)}
+	how := "training view: Resize " + fmt.Sprint(resize) + " and CenterCrop"
+	s.augmentDesc = "none (Resize and CenterCrop)"
+	if crop {
+		how, s.augmentDesc = "training view: RandomResizedCrop", "RandomResizedCrop"
+	}
+	if flip {
+		how += " and flip"
+		s.augmentDesc = strings.TrimPrefix(s.augmentDesc+" and flip", "none (Resize and CenterCrop) and ")
+	}
+	s.dataName = fmt.Sprintf("image folders %s and %s: %d training and %d validation images in %d classes, %dx%d views (%s; evaluation: Resize %d, CenterCrop %d), %d decoding goroutine(s); JPEG: %s",
+		train.Root, val.Root, len(train.Paths), len(val.Paths), len(train.Classes), d.ImageSize, d.ImageSize, how, resize, d.ImageSize, workers, data.JPEGDecoder())
+	s.Model, err = s.buildModel(model.Config{Kind: c.Model.Kind, Hidden: c.Model.Hidden, Depth: c.Model.Depth,
+		Input: [3]int{3, d.ImageSize, d.ImageSize}, Classes: len(train.Classes)})
+	if err != nil {
+		return err
+	}
+	if !c.Model.resnet() {
+		s.Model.Config.Depth = 0
+	}
+	return nil
 }

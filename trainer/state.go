@@ -244,7 +244,7 @@ func (s *Session) describe() {
 		length = fmt.Sprintf(" to zero at step %d", c.Optim.DecaySteps)
 	}
 	s.rep.say("train: optimizer %s%s, lr %g (%s schedule%s, %d warm-up steps, scaling %s), augment %s\n",
-		oc, decay, s.Sched.Base, c.Optim.Schedule, length, c.Optim.WarmupSteps, scaling, augmentName(s.augment))
+		oc, decay, s.Sched.Base, c.Optim.Schedule, length, c.Optim.WarmupSteps, scaling, cmpOr(s.augmentDesc, augmentName(s.augment)))
 }
 
 func cmpOr(a, b string) string {

@@ -70,6 +70,8 @@ func (d *DataOptions) Validate() error {
 		return fmt.Errorf("--micro-batches %d with --accum-steps or --global-batch: both run a step in micro-batches; use --accum-steps (or --micro-batches alone)", d.MicroBatches)
 	case d.CropPad < 0:
 		return fmt.Errorf("--crop-pad %d: must not be negative", d.CropPad)
+	case d.ImageSize < 1 || d.Resize < 0 || d.Workers < 0:
+		return fmt.Errorf("--image-size %d --resize %d --data-workers %d: the size must be positive, the others not negative", d.ImageSize, d.Resize, d.Workers)
 	case d.Dir == "synthetic" && d.SyntheticSamples <= 0:
 		return fmt.Errorf("--synthetic-samples %d: must be positive", d.SyntheticSamples)
 	}
@@ -190,8 +192,12 @@ var usedBy = []struct {
 	{"depth", func(c *Config) any { return c.Model.Depth }, func(c *Config) bool { return c.Model.resnet() }, withModel, "--model resnet or resnet-cifar"},
 	{"synthetic-shape", func(c *Config) any { return c.Data.SyntheticShape }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
 	{"synthetic-samples", func(c *Config) any { return c.Data.SyntheticSamples }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
-	{"crop-pad", func(c *Config) any { return c.Data.CropPad }, func(c *Config) bool { crop, _ := c.augment(); return crop }, withAugment,
-		"the crop augmentation (--augment crop, or auto with cnn and resnet)"},
+	{"crop-pad", func(c *Config) any { return c.Data.CropPad }, func(c *Config) bool { crop, _ := c.augment(); return crop && !c.Data.imageFolder() }, withAugment,
+		"the crop augmentation of in-memory datasets (--augment crop, or auto with cnn and resnet; image folders crop as RandomResizedCrop)"},
+	{"val-data", func(c *Config) any { return c.Data.ValDir }, func(c *Config) bool { return c.Model.Kind != "gpt" }, withModel, "the image models"},
+	{"image-size", func(c *Config) any { return c.Data.ImageSize }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
+	{"resize", func(c *Config) any { return c.Data.Resize }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
+	{"data-workers", func(c *Config) any { return c.Data.Workers }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
 	{"momentum", func(c *Config) any { return c.Optim.Momentum }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},
 	{"nesterov", func(c *Config) any { return c.Optim.Nesterov }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},
 	{"beta1", func(c *Config) any { return c.Optim.Beta1 }, func(c *Config) bool { return c.Optim.Optimizer != "sgd" }, withOptimizer, "--optimizer adam or adamw"},

@@ -1,0 +1,119 @@
+package data
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+)
+
+// ImageSet is an image folder seen as torchvision's ImageNet transforms
+// see it: each sample decoded from its file when a batch asks for it,
+// then, for training, RandomResizedCrop to Size and a horizontal flip
+// (Crop false: the evaluation view, then the flip), and for evaluation
+// Resize(Resize) and CenterCrop(Size); then normalised with Mean and Std,
+// as 3 x Size x Size values (CHW).
+//
+// A sample's crop and flip depend on (Seed, epoch, index) alone, as
+// Augment's: whichever rank decodes it, so np=N trains on the images
+// np=1 does.
+type ImageSet struct {
+	*Folder
+	Size, Resize int
+	Train        bool // the training view; false: the evaluation view, no flip
+	Crop, Flip   bool
+	Mean, Std    [3]float32
+	Seed         uint64
+	Workers      int // decoding goroutines per batch (at least 1)
+}
+
+// IsImageFolder reports whether dir holds train/ and val/ image folders.
+func IsImageFolder(dir string) bool {
+	for _, split := range []string{"train", "val"} {
+		if st, err := os.Stat(filepath.Join(dir, split)); err != nil || !st.IsDir() {
+			return false
+		}
+	}
+	return true
+}
+
+// OpenImageFolders scans the training and validation folders: dir/train
+// and dir/val, or dir and valDir when valDir is set. Both must have the
+// same classes, so that a label means one class in both.
+func OpenImageFolders(dir, valDir string) (train, val *Folder, err error) {
+	tdir, vdir := dir, valDir
+	if valDir == "" {
+		tdir, vdir = filepath.Join(dir, "train"), filepath.Join(dir, "val")
+	}
+	if train, err = ScanFolder(tdir); err != nil {
+		return nil, nil, err
+	}
+	if val, err = ScanFolder(vdir); err != nil {
+		return nil, nil, err
+	}
+	if !slices.Equal(train.Classes, val.Classes) {
+		return nil, nil, fmt.Errorf("image folders %s and %s have different classes (%d and %d folders): a label must mean the same class in both",
+			tdir, vdir, len(train.Classes), len(val.Classes))
+	}
+	return train, val, nil
+}
+
+// Len is the number of samples.
+func (s *ImageSet) Len() int { return len(s.Paths) }
+
+// SampleSize is the values of one sample, 3 x Size x Size.
+func (s *ImageSet) SampleSize() int { return 3 * s.Size * s.Size }
+
+// Batch decodes and transforms samples idx into x (len(idx) x
+// SampleSize) and their labels into y, across Workers goroutines. The
+// first failing sample (in idx order) is the error, naming its file.
+func (s *ImageSet) Batch(x []float32, y []int32, idx []int, epoch int) error {
+	n := s.SampleSize()
+	errs := make([]error, len(idx))
+	next := make(chan int, len(idx))
+	for b := range idx {
+		next <- b
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range max(1, min(s.Workers, len(idx))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range next {
+				errs[b] = s.sample(x[b*n:(b+1)*n], idx[b], epoch)
+				y[b] = s.Labels[idx[b]]
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sample writes sample i's view for epoch into dst.
+func (s *ImageSet) sample(dst []float32, i, epoch int) error {
+	pix, w, h, err := DecodeRGB(s.Paths[i])
+	if err != nil {
+		return err
+	}
+	var view []uint8
+	r := rand.New(rand.NewPCG(s.Seed^0x1a6e5e7, uint64(epoch)<<40^uint64(i)))
+	if s.Train && s.Crop {
+		box := RandomResizedCropBox(w, h, [2]float64{0.08, 1}, [2]float64{3. / 4, 4. / 3}, r)
+		view = TrainCrop(pix, w, h, box, s.Size, s.Flip && r.Uint64()&1 == 1)
+	} else {
+		view = EvalCrop(pix, w, h, s.Resize, s.Size)
+		if s.Train && s.Flip && r.Uint64()&1 == 1 {
+			flipRows(view, s.Size, s.Size, 3)
+		}
+	}
+	Normalize(dst, view, s.Size, s.Size, s.Mean, s.Std)
+	return nil
+}
