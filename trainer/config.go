@@ -56,14 +56,14 @@ type DataOptions struct {
 	Augment          Augment
 	CropPad          int
 	// Image folders (data/imageset.go): ValDir is --val-data (""; Dir's
-	// val/), ImageSize the views' side, Resize the evaluation view's
+	// val/), ImageSize the views' side (0: 224), Resize the evaluation view's
 	// shorter side before its centre crop (0: ImageSize x 256/224),
 	// Workers the decoding goroutines per batch (0: the rank's threads).
 	ValDir    string
 	ImageSize int
 	Resize    int
 	Workers   int
-	BatchSize        int // per data-parallel rank
+	BatchSize int // per data-parallel rank
 	// MicroBatches splits each rank's batch into this many equal parts run
 	// one after another, their gradients summed (exec_micro.go): the
 	// pipeline's micro-batches on one stage, and its reference.

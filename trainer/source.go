@@ -50,9 +50,9 @@ func (s folderImages) YSize() int { return 1 }
 // tokens are windows of a token corpus (a language model's data).
 type tokens struct{ w data.Windows }
 
-func (s tokens) Len() int                                       { return s.w.Len() }
-func (s tokens) XSize() int                                     { return s.w.T }
-func (s tokens) YSize() int                                     { return s.w.T }
+func (s tokens) Len() int   { return s.w.Len() }
+func (s tokens) XSize() int { return s.w.T }
+func (s tokens) YSize() int { return s.w.T }
 func (s tokens) Batch(x []float32, y []int32, idx []int, _ int) error {
 	s.w.Batch(x, y, idx)
 	return nil
@@ -126,9 +126,12 @@ func (s *Session) loadFolders() error {
 	if err != nil {
 		return err
 	}
-	resize := d.Resize
+	size, resize := d.ImageSize, d.Resize
+	if size == 0 {
+		size = 224
+	}
 	if resize == 0 {
-		resize = (d.ImageSize*256 + 112) / 224
+		resize = (size*256 + 112) / 224
 	}
 	workers := d.Workers
 	if workers == 0 {
@@ -136,7 +139,7 @@ func (s *Session) loadFolders() error {
 	}
 	crop, flip := c.augment()
 	view := func(f *data.Folder, training bool) *data.ImageSet {
-		return &data.ImageSet{Folder: f, Size: d.ImageSize, Resize: resize, Train: training, Crop: crop, Flip: flip,
+		return &data.ImageSet{Folder: f, Size: size, Resize: resize, Train: training, Crop: crop, Flip: flip,
 			Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: c.Optim.Seed, Workers: workers}
 	}
 	s.trainSet, s.testSet = folderImages{view(train, true)}, folderImages{view(val, false)}
@@ -150,9 +153,9 @@ func (s *Session) loadFolders() error {
 		s.augmentDesc = strings.TrimPrefix(s.augmentDesc+" and flip", "none (Resize and CenterCrop) and ")
 	}
 	s.dataName = fmt.Sprintf("image folders %s and %s: %d training and %d validation images in %d classes, %dx%d views (%s; evaluation: Resize %d, CenterCrop %d), %d decoding goroutine(s); JPEG: %s",
-		train.Root, val.Root, len(train.Paths), len(val.Paths), len(train.Classes), d.ImageSize, d.ImageSize, how, resize, d.ImageSize, workers, data.JPEGDecoder())
+		train.Root, val.Root, len(train.Paths), len(val.Paths), len(train.Classes), size, size, how, resize, size, workers, data.JPEGDecoder())
 	s.Model, err = s.buildModel(model.Config{Kind: c.Model.Kind, Hidden: c.Model.Hidden, Depth: c.Model.Depth,
-		Input: [3]int{3, d.ImageSize, d.ImageSize}, Classes: len(train.Classes)})
+		Input: [3]int{3, size, size}, Classes: len(train.Classes)})
 	if err != nil {
 		return err
 	}

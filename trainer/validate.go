@@ -70,8 +70,8 @@ func (d *DataOptions) Validate() error {
 		return fmt.Errorf("--micro-batches %d with --accum-steps or --global-batch: both run a step in micro-batches; use --accum-steps (or --micro-batches alone)", d.MicroBatches)
 	case d.CropPad < 0:
 		return fmt.Errorf("--crop-pad %d: must not be negative", d.CropPad)
-	case d.ImageSize < 1 || d.Resize < 0 || d.Workers < 0:
-		return fmt.Errorf("--image-size %d --resize %d --data-workers %d: the size must be positive, the others not negative", d.ImageSize, d.Resize, d.Workers)
+	case d.ImageSize < 0 || d.Resize < 0 || d.Workers < 0:
+		return fmt.Errorf("--image-size %d --resize %d --data-workers %d: must not be negative", d.ImageSize, d.Resize, d.Workers)
 	case d.Dir == "synthetic" && d.SyntheticSamples <= 0:
 		return fmt.Errorf("--synthetic-samples %d: must be positive", d.SyntheticSamples)
 	}
