@@ -17,8 +17,14 @@ type batches struct {
 	err         error // the batch in flight's failure
 }
 
+// aheadSource is a source whose batches are worth building ahead on the
+// CPU too: image folders, whose decoding goroutines then run while the
+// step computes (sharing the cores with it) instead of before it.
+type aheadSource interface{ prefetch() bool }
+
 func (s *Session) newBatches() *batches {
-	b := &batches{s: s, ahead: s.exec.Ahead(), step: -1}
+	p, ok := s.trainSet.(aheadSource)
+	b := &batches{s: s, ahead: s.exec.Ahead() || ok && p.prefetch(), step: -1}
 	n := 1
 	if b.ahead {
 		n = 2

@@ -44,8 +44,9 @@ func (s images) Batch(x []float32, y []int32, idx []int, epoch int) error {
 // folderImages is an image folder, decoded batch by batch.
 type folderImages struct{ *data.ImageSet }
 
-func (s folderImages) XSize() int { return s.SampleSize() }
-func (s folderImages) YSize() int { return 1 }
+func (s folderImages) XSize() int     { return s.SampleSize() }
+func (s folderImages) YSize() int     { return 1 }
+func (s folderImages) prefetch() bool { return true }
 
 // tokens are windows of a token corpus (a language model's data).
 type tokens struct{ w data.Windows }
