@@ -44,6 +44,7 @@ var (
 	imgSizeFlag = &cli.IntFlag{Name: "image-size", Value: 224, Usage: "image folders: the side of the training view (RandomResizedCrop) and the evaluation view (CenterCrop)", EnvVars: env("IMAGE_SIZE"), Category: catModel}
 	resizeFlag  = &cli.IntFlag{Name: "resize", Usage: "image folders: the evaluation view's shorter side before its centre crop (default --image-size x 256/224: 256)", EnvVars: env("RESIZE"), Category: catModel}
 	workersFlag = &cli.IntFlag{Name: "data-workers", Usage: "image folders: goroutines decoding each batch (default: the rank's threads)", EnvVars: env("DATA_WORKERS"), Category: catModel}
+	skipBadFlag = &cli.BoolFlag{Name: "skip-bad", Usage: "image folders: an image that does not decode is skipped with a warning (the next one in the folder's order takes its place), not an error", EnvVars: env("SKIP_BAD"), Category: catModel}
 	cropPadFlag = &cli.IntFlag{Name: "crop-pad", Value: 4, Usage: "random crop: pad each side by this many pixels first", EnvVars: env("CROP_PAD"), Category: catModel}
 
 	microFlag  = &cli.IntFlag{Name: "micro-batches", Value: 1, Usage: "split each rank's batch into this many equal micro-batches, run one after another with their gradients summed (GPipe's micro-batches; BatchNorm statistics per micro-batch)", EnvVars: env("MICRO_BATCHES"), Category: catOptim}
@@ -127,7 +128,7 @@ var (
 )
 
 var trainFlags = append([]cli.Flag{
-	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag, valDataFlag, imgSizeFlag, resizeFlag, workersFlag,
+	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag, valDataFlag, imgSizeFlag, resizeFlag, workersFlag, skipBadFlag,
 	batchFlag, microFlag, accumFlag, globalFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout, flightEvents, flightDir,
@@ -160,7 +161,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 			Layers: c.Int(layersFlag.Name), Heads: c.Int(headsFlag.Name), Dim: c.Int(dimFlag.Name), Context: c.Int(contextFlag.Name), Vocab: c.Int(vocabFlag.Name),
 			InitFrom: c.String(initFrom.Name)},
 		Data: trainer.DataOptions{Dir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
-			CropPad: c.Int(cropPadFlag.Name), ValDir: c.String(valDataFlag.Name), ImageSize: c.Int(imgSizeFlag.Name), Resize: c.Int(resizeFlag.Name), Workers: c.Int(workersFlag.Name), BatchSize: c.Int(batchFlag.Name), MicroBatches: c.Int(microFlag.Name), EvalBatch: c.Int(evalBatch.Name),
+			CropPad: c.Int(cropPadFlag.Name), ValDir: c.String(valDataFlag.Name), ImageSize: c.Int(imgSizeFlag.Name), Resize: c.Int(resizeFlag.Name), Workers: c.Int(workersFlag.Name), SkipBad: c.Bool(skipBadFlag.Name), BatchSize: c.Int(batchFlag.Name), MicroBatches: c.Int(microFlag.Name), EvalBatch: c.Int(evalBatch.Name),
 			GlobalBatch: c.Int(globalFlag.Name)},
 		Optim: trainer.OptimOptions{Optimizer: c.String(optFlag.Name), LR: c.Float64(lrFlag.Name), Schedule: c.String(schedFlag.Name),
 			WarmupSteps: c.Int(warmFlag.Name), DecaySteps: c.Int(decaySteps.Name), DecayAll: c.Bool(decayAll.Name), StepEpochs: c.Int(stepEpochs.Name), Gamma: c.Float64(gammaFlag.Name),

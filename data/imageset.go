@@ -27,6 +27,12 @@ type ImageSet struct {
 	Mean, Std    [3]float32
 	Seed         uint64
 	Workers      int // decoding goroutines per batch (at least 1)
+	// Skip, when set, is told of each sample that does not decode (its
+	// path and why), which is then replaced by the next sample in index
+	// order that does: a function of the index alone, so every np
+	// reads the same replacements and the same number of steps. Unset, a
+	// bad sample is the batch's error.
+	Skip func(path string, err error)
 }
 
 // IsImageFolder reports whether dir holds train/ and val/ image folders.
@@ -83,8 +89,7 @@ func (s *ImageSet) Batch(x []float32, y []int32, idx []int, epoch int) error {
 		go func() {
 			defer wg.Done()
 			for b := range next {
-				errs[b] = s.sample(x[b*n:(b+1)*n], idx[b], epoch)
-				y[b] = s.Labels[idx[b]]
+				y[b], errs[b] = s.sampleOrNext(x[b*n:(b+1)*n], idx[b], epoch)
 			}
 		}()
 	}
@@ -95,6 +100,25 @@ func (s *ImageSet) Batch(x []float32, y []int32, idx []int, epoch int) error {
 		}
 	}
 	return nil
+}
+
+// sampleOrNext writes sample i, or with Skip the first sample from i on
+// that decodes, into dst, and returns its label.
+func (s *ImageSet) sampleOrNext(dst []float32, i, epoch int) (int32, error) {
+	for tries := 0; ; tries++ {
+		err := s.sample(dst, i, epoch)
+		if err == nil {
+			return s.Labels[i], nil
+		}
+		if s.Skip == nil {
+			return 0, err
+		}
+		s.Skip(s.Paths[i], err)
+		if tries+1 >= s.Len() {
+			return 0, fmt.Errorf("image folder %s: no image decodes (--skip-bad)", s.Root)
+		}
+		i = (i + 1) % s.Len()
+	}
 }
 
 // sample writes sample i's view for epoch into dst.

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"train/data"
 )
@@ -80,6 +81,26 @@ func TestImageFolderEquivalence(t *testing.T) {
 	if want := "image folders " + folder + "/train and " + folder + "/val: 30 training and 10 validation images in 4 classes"; !strings.Contains(r1.stdout, want) {
 		t.Errorf("the log lacks %q:\n%s", want, r1.stdout)
 	}
+	// A file that does not decode: one line naming it and the job stops;
+	// with --skip-bad, a warning naming it, the same replacement on every
+	// np (np=2 still within 1e-5 of np=1), and the same step count.
+	bad := filepath.Join(folder, "train", "cat", "zz-broken.jpg")
+	if err := os.WriteFile(bad, []byte("not a JPEG"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := trainRun(t, 2, time.Minute, nil, append(args, "--batch-size", "4")...)
+	if lines := trainLines(r.stderr); r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], bad+": ") {
+		t.Errorf("a broken image: exit %d, lines %q", r.code, lines)
+	}
+	noTrace(t, r)
+	skip := append(args, "--skip-bad")
+	s1, one := trainAt(t, 1, 1, dir, "skip1", 8, append(skip, "--batch-size", "8")...)
+	_, two = trainAt(t, 2, 2, dir, "skip2", 8, append(skip, "--batch-size", "4")...)
+	sameTensors(t, "--skip-bad, np=2 against np=1", one, two, 1e-5)
+	if !strings.Contains(s1.stderr, "skipping an image that does not decode (--skip-bad; 1 on this rank so far): "+bad) {
+		t.Errorf("no warning naming %s:\n%s", bad, s1.stderr)
+	}
+	os.Remove(bad)
 	// 30 images at batch 4 on 2 ranks: 3 steps an epoch, 60 steps stop
 	// and resume at step 30 in the middle of epoch 11.
 	if !resumeIsExact(t, 2, "--model", "resnet-cifar", "--depth", "8", "--data", folder, "--image-size", "24", "--batch-size", "4", "--log-every", "10", "--epochs", "25") {

@@ -63,7 +63,8 @@ type DataOptions struct {
 	ImageSize int
 	Resize    int
 	Workers   int
-	BatchSize int // per data-parallel rank
+	SkipBad   bool // --skip-bad: replace images that do not decode, with a warning
+	BatchSize int  // per data-parallel rank
 	// MicroBatches splits each rank's batch into this many equal parts run
 	// one after another, their gradients summed (exec_micro.go): the
 	// pipeline's micro-batches on one stage, and its reference.

@@ -174,6 +174,7 @@ func newMetricsHook(s *Session) (Hook, error) {
 	if s.flight != nil {
 		h.m.watchFlight(s.flight.rec)
 	}
+	h.m.watchBadImages(func() float64 { return float64(s.badImages.Load()) })
 	s.met = h.m
 	if o.MetricsAddr != "" {
 		addr, srv, err := serveMetrics(h.m, o.MetricsAddr, w.LocalRank())
@@ -232,6 +233,12 @@ func (h *metricsHook) Close() error {
 // scrape. A rank whose count stops while the others' climb is falling
 // behind, before the watchdog's --stall-warn fires.
 type collectiveSeqs struct{ rec *flightrec.Recorder }
+
+// watchBadImages exports train_bad_images_total, read from n.
+func (m *metrics) watchBadImages(n func() float64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "train_bad_images_total",
+		Help: "Images of an image folder this rank skipped because they do not decode (--skip-bad)."}, n))
+}
 
 // watchFlight exports rec's sequence numbers (train_collective_seq).
 func (m *metrics) watchFlight(rec *flightrec.Recorder) { m.reg.MustRegister(collectiveSeqs{rec}) }

@@ -156,6 +156,7 @@ func TestPrometheusAssets(t *testing.T) {
 	rec := flightrec.New(8, nil)
 	rec.Comm("world", 0, 1)
 	m.watchFlight(rec)
+	m.watchBadImages(func() float64 { return 0 })
 	families, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,7 +60,8 @@ type Session struct {
 	errw        io.Writer // warnings, any rank
 	fault       *fault
 	augment     data.Augment
-	augmentDesc string // image folders' augmentation, for the log ("": augment's)
+	augmentDesc string       // image folders' augmentation, for the log ("": augment's)
+	badImages   atomic.Int64 // --skip-bad: images skipped on this rank (train_bad_images_total)
 	blas        string
 	met         *metrics     // the metrics hook's, for the Pushgateway hook; nil without one
 	bn          *bnSync      // synchronised BatchNorm; nil otherwise

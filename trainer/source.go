@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"train/data"
 	"train/model"
@@ -139,9 +140,23 @@ func (s *Session) loadFolders() error {
 		workers = max(1, model.Threads())
 	}
 	crop, flip := c.augment()
+	var skip func(string, error)
+	if d.SkipBad {
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		skip = func(path string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if !seen[path] {
+				seen[path] = true
+				s.badImages.Add(1)
+				fmt.Fprintf(s.errw, "train: rank %d: skipping an image that does not decode (--skip-bad; %d on this rank so far): %v\n", s.Job.Rank(), len(seen), err)
+			}
+		}
+	}
 	view := func(f *data.Folder, training bool) *data.ImageSet {
 		return &data.ImageSet{Folder: f, Size: size, Resize: resize, Train: training, Crop: crop, Flip: flip,
-			Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: c.Optim.Seed, Workers: workers}
+			Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: c.Optim.Seed, Workers: workers, Skip: skip}
 	}
 	s.trainSet, s.testSet = folderImages{view(train, true)}, folderImages{view(val, false)}
 	how := "training view: Resize " + fmt.Sprint(resize) + " and CenterCrop"

@@ -197,6 +197,7 @@ var usedBy = []struct {
 	{"val-data", func(c *Config) any { return c.Data.ValDir }, func(c *Config) bool { return c.Model.Kind != "gpt" }, withModel, "the image models"},
 	{"image-size", func(c *Config) any { return c.Data.ImageSize }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
 	{"resize", func(c *Config) any { return c.Data.Resize }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
+	{"skip-bad", func(c *Config) any { return c.Data.SkipBad }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
 	{"data-workers", func(c *Config) any { return c.Data.Workers }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
 	{"momentum", func(c *Config) any { return c.Optim.Momentum }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},
 	{"nesterov", func(c *Config) any { return c.Optim.Nesterov }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},
