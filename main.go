@@ -41,7 +41,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			"Every option can also be set by its TRAIN_* environment variable.",
 		Flags:           trainFlags,
 		Action:          trainAction,
-		Commands:        []*cli.Command{benchCommand, checkpointCommand, doctorCommand, generateCommand, initCommand, planCommand, plotCommand, timelineCommand, tokenizeCommand},
+		Commands:        []*cli.Command{benchCommand, checkpointCommand, dataCommand, doctorCommand, generateCommand, initCommand, planCommand, plotCommand, timelineCommand, tokenizeCommand},
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,

@@ -81,12 +81,17 @@ func TestImageFolderEquivalence(t *testing.T) {
 	if want := "image folders " + folder + "/train and " + folder + "/val: 30 training and 10 validation images in 4 classes"; !strings.Contains(r1.stdout, want) {
 		t.Errorf("the log lacks %q:\n%s", want, r1.stdout)
 	}
-	// A file that does not decode: one line naming it and the job stops;
+	// A file that does not decode: train data check names it (exit 1); in
+// training, one line naming it and the job stops;
 	// with --skip-bad, a warning naming it, the same replacement on every
 	// np (np=2 still within 1e-5 of np=1), and the same step count.
 	bad := filepath.Join(folder, "train", "cat", "zz-broken.jpg")
 	if err := os.WriteFile(bad, []byte("not a JPEG"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if r := trainRun(t, 0, time.Minute, nil, "data", "check", folder); r.code != 1 || !strings.Contains(r.stdout, bad+": ") ||
+		!strings.Contains(r.stdout, "/train: 31 images in 4 classes, 1 that do not decode") {
+		t.Errorf("train data check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r := trainRun(t, 2, time.Minute, nil, append(args, "--batch-size", "4")...)
 	if lines := trainLines(r.stderr); r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], bad+": ") {
