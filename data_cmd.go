@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -39,7 +40,60 @@ var dataCommand = &cli.Command{
 			}
 			return nil
 		},
+	}, {
+		Name:      "bench",
+		Usage:     "decode and augment one pass over an image folder's training images as training does (RandomResizedCrop, flip, normalise) and print images/s",
+		UsageText: "train data bench --workers 2 /data/imagenet",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "workers", Value: 1, Usage: "decoding goroutines"},
+			&cli.IntFlag{Name: "image-size", Value: 224, Usage: "the view's side"},
+			&cli.IntFlag{Name: "batch-size", Value: 32, Usage: "images per batch"},
+			&cli.IntFlag{Name: "passes", Value: 1, Usage: "passes over the images (epochs)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return fmt.Errorf("train data bench: name one image folder")
+			}
+			return benchFolder(c)
+		},
 	}},
+}
+
+// benchFolder times ImageSet.Batch over every training image, as
+// training's batches ask for them, in the sampler's order of each pass.
+func benchFolder(c *cli.Context) error {
+	dir := c.Args().First()
+	root := dir
+	if data.IsImageFolder(dir) {
+		root = filepath.Join(dir, "train")
+	}
+	f, err := data.ScanFolder(root)
+	if err != nil {
+		return err
+	}
+	size, b := c.Int("image-size"), c.Int("batch-size")
+	if size < 1 || b < 1 || c.Int("workers") < 1 || c.Int("passes") < 1 {
+		return fmt.Errorf("train data bench: --image-size, --batch-size, --workers and --passes must be positive")
+	}
+	set := &data.ImageSet{Folder: f, Size: size, Resize: (size*256 + 112) / 224, Train: true, Crop: true, Flip: true,
+		Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: 1, Workers: c.Int("workers")}
+	x, y := make([]float32, b*set.SampleSize()), make([]int32, b)
+	sampler := data.Sampler{N: len(f.Paths), Batch: b, Rank: 0, Size: 1, Seed: 1}
+	start := time.Now()
+	n := 0
+	for epoch := range c.Int("passes") {
+		order := sampler.Epoch(epoch)
+		for s := 0; s+b <= len(order); s += b {
+			if err := set.Batch(x, y, order[s:s+b], epoch); err != nil {
+				return err
+			}
+			n += b
+		}
+	}
+	took := time.Since(start)
+	fmt.Fprintf(c.App.Writer, "%d images in %.2f s: %.1f images/s with %d worker(s), %.1f per worker (%dx%d views, RandomResizedCrop and flip; JPEG: %s)\n",
+		n, took.Seconds(), float64(n)/took.Seconds(), set.Workers, float64(n)/took.Seconds()/float64(set.Workers), size, size, data.JPEGDecoder())
+	return nil
 }
 
 // checkFolders decodes every image under dir (its train/ and val/, or

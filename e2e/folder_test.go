@@ -82,7 +82,7 @@ func TestImageFolderEquivalence(t *testing.T) {
 		t.Errorf("the log lacks %q:\n%s", want, r1.stdout)
 	}
 	// A file that does not decode: train data check names it (exit 1); in
-// training, one line naming it and the job stops;
+	// training, one line naming it and the job stops;
 	// with --skip-bad, a warning naming it, the same replacement on every
 	// np (np=2 still within 1e-5 of np=1), and the same step count.
 	bad := filepath.Join(folder, "train", "cat", "zz-broken.jpg")
