@@ -1,5 +1,13 @@
 package data
 
+/*
+#cgo CFLAGS: -O3
+#include "resize.h"
+*/
+import "C"
+
+import "unsafe"
+
 // Resizing as torchvision does it on PIL images: Pillow's bilinear
 // resample (Image.resize(size, Image.BILINEAR), the default of
 // torchvision's Resize and RandomResizedCrop), reproduced to the bit. Its
@@ -14,13 +22,15 @@ const pilBits = 22
 
 // pilCoeffs is, for each of out output positions over in input ones, the
 // first input it reads, how many, and their fixed-point weights (ksize a
-// position).
-func pilCoeffs(in, out int) (first, count []int, k []int32, ksize int) {
+// position). The weights are computed here, in Go's IEEE double
+// arithmetic as Pillow's C computes them (no fused multiply-adds); the
+// passes that apply them are integer arithmetic in C (resize.c).
+func pilCoeffs(in, out int) (first, count []C.int, k []int32, ksize int) {
 	scale := float64(in) / float64(out)
 	filterscale := max(scale, 1)
 	support := filterscale // the triangle's support, 1, widened
 	ksize = int(ceilf(support))*2 + 1
-	first, count = make([]int, out), make([]int, out)
+	first, count = make([]C.int, out), make([]C.int, out)
 	k = make([]int32, out*ksize)
 	w := make([]float64, ksize)
 	for xx := range out {
@@ -45,7 +55,7 @@ func pilCoeffs(in, out int) (first, count []int, k []int32, ksize int) {
 				k[xx*ksize+x] = int32(0.5 + v*(1<<pilBits))
 			}
 		}
-		first[xx], count[xx] = xmin, xmax
+		first[xx], count[xx] = C.int(xmin), C.int(xmax)
 	}
 	return first, count, k, ksize
 }
@@ -68,19 +78,6 @@ func ceilf(x float64) float64 {
 	return i
 }
 
-// clip8 is Pillow's: the fixed-point sum shifted down (rounding down, the
-// half added before) and clamped to a byte.
-func clip8(s int32) uint8 {
-	v := s >> pilBits
-	switch {
-	case v < 0:
-		return 0
-	case v > 255:
-		return 255
-	}
-	return uint8(v)
-}
-
 // Resize scales img (h rows of w pixels of c interleaved bytes, as
 // Pillow's RGB or L) to ow x oh with Pillow's bilinear filter; dst, if
 // long enough, receives the result (returned either way).
@@ -97,41 +94,18 @@ func Resize(dst, img []uint8, w, h, c, ow, oh int) []uint8 {
 	src, sw, rows0 := img, w, 0
 	if ow != w {
 		// The horizontal pass over the rows the vertical one reads.
-		y0, y1 := vFirst[0], vFirst[oh-1]+vCount[oh-1]
+		y0, y1 := int(vFirst[0]), int(vFirst[oh-1]+vCount[oh-1])
 		hFirst, hCount, hk, hks := pilCoeffs(w, ow)
 		tmp := make([]uint8, (y1-y0)*ow*c)
-		for y := y0; y < y1; y++ {
-			row := img[y*w*c:]
-			out := tmp[(y-y0)*ow*c:]
-			for xx := range ow {
-				k := hk[xx*hks:]
-				for ch := range c {
-					s := int32(1 << (pilBits - 1))
-					for x := range hCount[xx] {
-						s += int32(row[(x+hFirst[xx])*c+ch]) * k[x]
-					}
-					out[xx*c+ch] = clip8(s)
-				}
-			}
-		}
+		C.rs_horizontal((*C.uint8_t)(&img[y0*w*c]), C.int(w), C.int(c), C.int(y1-y0), (*C.uint8_t)(&tmp[0]), C.int(ow),
+			&hFirst[0], &hCount[0], (*C.int32_t)(unsafe.Pointer(&hk[0])), C.int(hks))
 		src, sw, rows0 = tmp, ow, y0
 	}
 	if oh == h && ow != w {
 		copy(dst, src)
 		return dst
 	}
-	for yy := range oh {
-		k := vk[yy*vks:]
-		y0 := vFirst[yy] - rows0
-		for xx := range sw {
-			for ch := range c {
-				s := int32(1 << (pilBits - 1))
-				for y := range vCount[yy] {
-					s += int32(src[((y+y0)*sw+xx)*c+ch]) * k[y]
-				}
-				dst[(yy*sw+xx)*c+ch] = clip8(s)
-			}
-		}
-	}
+	C.rs_vertical((*C.uint8_t)(&src[0]), C.int(sw*c), C.int(rows0), (*C.uint8_t)(&dst[0]), C.int(oh),
+		&vFirst[0], &vCount[0], (*C.int32_t)(unsafe.Pointer(&vk[0])), C.int(vks))
 	return dst
 }

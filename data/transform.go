@@ -1,5 +1,8 @@
 package data
 
+// #include "resize.h"
+import "C"
+
 import (
 	"math"
 	"math/rand/v2"
@@ -53,16 +56,13 @@ func RandomResizedCropBox(w, h int, scale, ratio [2]float64, r *rand.Rand) Box {
 // outside the image are 0, as torchvision's padding crop has them.
 func crop(img []uint8, w, h, c int, b Box) []uint8 {
 	out := make([]uint8, b.Width*b.Height*c)
+	x0, x1 := max(b.X, 0), min(b.X+b.Width, w) // the columns inside the image
+	if x0 >= x1 {
+		return out
+	}
 	for y := range b.Height {
-		sy := b.Y + y
-		if sy < 0 || sy >= h {
-			continue
-		}
-		for x := range b.Width {
-			sx := b.X + x
-			if sx >= 0 && sx < w {
-				copy(out[(y*b.Width+x)*c:(y*b.Width+x+1)*c], img[(sy*w+sx)*c:(sy*w+sx+1)*c])
-			}
+		if sy := b.Y + y; sy >= 0 && sy < h {
+			copy(out[(y*b.Width+x0-b.X)*c:(y*b.Width+x1-b.X)*c], img[(sy*w+x0)*c:(sy*w+x1)*c])
 		}
 	}
 	return out
@@ -70,6 +70,16 @@ func crop(img []uint8, w, h, c int, b Box) []uint8 {
 
 // flipRows mirrors img (w wide, c bytes a pixel) left to right in place.
 func flipRows(img []uint8, w, h, c int) {
+	if c == 3 {
+		for y := range h {
+			row := img[y*w*3 : (y+1)*w*3]
+			for a, b := 0, 3*(w-1); a < b; a, b = a+3, b-3 {
+				p, q := row[a:a+3:a+3], row[b:b+3:b+3]
+				p[0], p[1], p[2], q[0], q[1], q[2] = q[0], q[1], q[2], p[0], p[1], p[2]
+			}
+		}
+		return
+	}
 	for y := range h {
 		row := img[y*w*c : (y+1)*w*c]
 		for a, b := 0, w-1; a < b; a, b = a+1, b-1 {
@@ -110,10 +120,6 @@ func EvalCrop(img []uint8, w, h, resize, size int) []uint8 {
 // Normalize writes an RGB image (w x h) into dst as 3 planes (C, H, W) of
 // (v/255 - mean) / std: ToTensor then Normalize.
 func Normalize(dst []float32, img []uint8, w, h int, mean, std [3]float32) {
-	for c := range 3 {
-		plane := dst[c*w*h : (c+1)*w*h]
-		for i := range plane {
-			plane[i] = (float32(img[3*i+c])/255 - mean[c]) / std[c]
-		}
-	}
+	_, _ = dst[3*w*h-1], img[3*w*h-1] // the lengths C relies on
+	C.normalize_chw((*C.float)(&dst[0]), (*C.uint8_t)(&img[0]), C.long(w*h), (*C.float)(&mean[0]), (*C.float)(&std[0]))
 }
