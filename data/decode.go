@@ -25,7 +25,11 @@ import (
 // JPEGs go to libjpeg-turbo, Pillow's decoder, when it loads (package
 // turbojpeg; JPEGDecoder says which), else to Go's image/jpeg. A file
 // that does not decode is an error naming it and the reason.
-func DecodeRGB(path string) (pix []uint8, w, h int, err error) {
+func DecodeRGB(path string) (pix []uint8, w, h int, err error) { return decodeRGBInto(nil, path) }
+
+// decodeRGBInto is DecodeRGB into buf's storage when it is large enough
+// (libjpeg-turbo's JPEGs; other files get a new slice).
+func decodeRGBInto(buf []uint8, path string) (pix []uint8, w, h int, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, 0, 0, err
@@ -38,7 +42,7 @@ func DecodeRGB(path string) (pix []uint8, w, h int, err error) {
 		img, err = png.Decode(bytes.NewReader(b))
 	case bytes.HasPrefix(b, []byte{0xff, 0xd8}):
 		if turbojpeg.Available() == nil {
-			pix, w, h, err := turbojpeg.DecodeRGB(b)
+			pix, w, h, err := turbojpeg.DecodeRGBInto(buf, b)
 			if err != nil {
 				return nil, 0, 0, fmt.Errorf("%s: %w", path, err)
 			}

@@ -121,11 +121,19 @@ func (s *ImageSet) sampleOrNext(dst []float32, i, epoch int) (int32, error) {
 	}
 }
 
+// decoded recycles decoding buffers between samples.
+var decoded = sync.Pool{New: func() any { return new([]uint8) }}
+
 // sample writes sample i's view for epoch into dst.
 func (s *ImageSet) sample(dst []float32, i, epoch int) error {
-	pix, w, h, err := DecodeRGB(s.Paths[i])
+	buf := decoded.Get().(*[]uint8)
+	defer decoded.Put(buf)
+	pix, w, h, err := decodeRGBInto(*buf, s.Paths[i])
 	if err != nil {
 		return err
+	}
+	if cap(pix) > cap(*buf) {
+		*buf = pix
 	}
 	var view []uint8
 	r := rand.New(rand.NewPCG(s.Seed^0x1a6e5e7, uint64(epoch)<<40^uint64(i)))

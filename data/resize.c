@@ -15,13 +15,13 @@ static inline uint8_t clip8(int32_t s) {
 	return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)v;
 }
 
-// rs_horizontal: rows of w pixels of c bytes (src, from row 0) to rows of
-// ow pixels (dst).
-MULTI void rs_horizontal(const uint8_t *src, int w, int c, int rows, uint8_t *dst, int ow, const int *first,
+// rs_horizontal: rows of pixels of c bytes (src, from row 0, stride bytes
+// apart) to rows of ow pixels (dst).
+MULTI void rs_horizontal(const uint8_t *src, long stride, int c, int rows, uint8_t *dst, int ow, const int *first,
                          const int *count, const int32_t *k, int ks) {
 	if (c == 3) { // RGB: the three sums of a pixel together
 		for (int y = 0; y < rows; y++) {
-			const uint8_t *row = src + (long)y * w * 3;
+			const uint8_t *row = src + (long)y * stride;
 			uint8_t *out = dst + (long)y * ow * 3;
 			for (int xx = 0; xx < ow; xx++) {
 				const int32_t *kk = k + (long)xx * ks;
@@ -41,7 +41,7 @@ MULTI void rs_horizontal(const uint8_t *src, int w, int c, int rows, uint8_t *ds
 		return;
 	}
 	for (int y = 0; y < rows; y++) {
-		const uint8_t *row = src + (long)y * w * c;
+		const uint8_t *row = src + (long)y * stride;
 		uint8_t *out = dst + (long)y * ow * c;
 		for (int xx = 0; xx < ow; xx++) {
 			const int32_t *kk = k + (long)xx * ks;

@@ -82,13 +82,28 @@ func ceilf(x float64) float64 {
 // Pillow's RGB or L) to ow x oh with Pillow's bilinear filter; dst, if
 // long enough, receives the result (returned either way).
 func Resize(dst, img []uint8, w, h, c, ow, oh int) []uint8 {
+	return resizeBox(dst, img, w, c, Box{0, 0, w, h}, ow, oh)
+}
+
+// resizeBox is Resize of the box of img (w pixels wide) inside the image,
+// read in place: torchvision's crop then resize without the copy.
+func resizeBox(dst, img []uint8, W, c int, b Box, ow, oh int) []uint8 {
+	w, h := b.Width, b.Height
 	if len(dst) < ow*oh*c {
 		dst = make([]uint8, ow*oh*c)
 	}
 	dst = dst[:ow*oh*c]
-	if ow == w && oh == h {
-		copy(dst, img)
-		return dst
+	if ow == w {
+		// No horizontal pass: the vertical one reads whole rows of the box.
+		if b.X != 0 || W != w {
+			img = crop(img, W, b.Y+b.Height, c, b)
+			W, b.Y = w, 0
+		}
+		img = img[b.Y*W*c:]
+		if oh == h {
+			copy(dst, img)
+			return dst
+		}
 	}
 	vFirst, vCount, vk, vks := pilCoeffs(h, oh)
 	src, sw, rows0 := img, w, 0
@@ -97,7 +112,7 @@ func Resize(dst, img []uint8, w, h, c, ow, oh int) []uint8 {
 		y0, y1 := int(vFirst[0]), int(vFirst[oh-1]+vCount[oh-1])
 		hFirst, hCount, hk, hks := pilCoeffs(w, ow)
 		tmp := make([]uint8, (y1-y0)*ow*c)
-		C.rs_horizontal((*C.uint8_t)(&img[y0*w*c]), C.int(w), C.int(c), C.int(y1-y0), (*C.uint8_t)(&tmp[0]), C.int(ow),
+		C.rs_horizontal((*C.uint8_t)(&img[((b.Y+y0)*W+b.X)*c]), C.long(W*c), C.int(c), C.int(y1-y0), (*C.uint8_t)(&tmp[0]), C.int(ow),
 			&hFirst[0], &hCount[0], (*C.int32_t)(unsafe.Pointer(&hk[0])), C.int(hks))
 		src, sw, rows0 = tmp, ow, y0
 	}

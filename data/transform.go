@@ -93,7 +93,10 @@ func flipRows(img []uint8, w, h, c int) {
 // TrainCrop is torchvision's resized_crop(img, box, (size, size)) then,
 // with flip, hflip: the training view of an RGB image.
 func TrainCrop(img []uint8, w, h int, b Box, size int, flip bool) []uint8 {
-	out := Resize(nil, crop(img, w, h, 3, b), b.Width, b.Height, 3, size, size)
+	if b.X < 0 || b.Y < 0 || b.X+b.Width > w || b.Y+b.Height > h {
+		img, w, h, b = crop(img, w, h, 3, b), b.Width, b.Height, Box{0, 0, b.Width, b.Height}
+	}
+	out := resizeBox(nil, img, w, 3, b, size, size)
 	if flip {
 		flipRows(out, size, size, 3)
 	}

@@ -56,7 +56,12 @@ func Available() error {
 // Pillow's Image.open(f).convert("RGB") has them: greyscale copied into
 // the three channels, CMYK (Adobe's inverted convention, as Pillow
 // assumes) converted with Pillow's formula. Call Available first.
-func DecodeRGB(b []byte) (pix []uint8, w, h int, err error) {
+func DecodeRGB(b []byte) (pix []uint8, w, h int, err error) { return DecodeRGBInto(nil, b) }
+
+// DecodeRGBInto is DecodeRGB into buf when it is large enough (a decoding
+// loop reuses one buffer rather than allocating and clearing one per
+// image); pix is buf's storage or a new slice.
+func DecodeRGBInto(buf []uint8, b []byte) (pix []uint8, w, h int, err error) {
 	if len(b) == 0 {
 		return nil, 0, 0, fmt.Errorf("an empty file")
 	}
@@ -74,7 +79,11 @@ func DecodeRGB(b []byte) (pix []uint8, w, h int, err error) {
 	case csCMYK, csYCCK:
 		pf, channels = pfCMYK, 4
 	}
-	raw := make([]uint8, w*h*channels)
+	raw := buf[:0]
+	if cap(buf) < w*h*channels || channels != 3 {
+		raw = make([]uint8, w*h*channels)
+	}
+	raw = raw[:w*h*channels]
 	if C.tj_decode(src, C.ulong(len(b)), (*C.uchar)(unsafe.Pointer(&raw[0])), cw, ch, C.int(pf), &errb[0], C.int(len(errb))) != 0 {
 		return nil, 0, 0, fmt.Errorf("%s", C.GoString(&errb[0]))
 	}
