@@ -44,6 +44,8 @@ var (
 	imgSizeFlag = &cli.IntFlag{Name: "image-size", Value: 224, Usage: "image folders: the side of the training view (RandomResizedCrop) and the evaluation view (CenterCrop)", EnvVars: env("IMAGE_SIZE"), Category: catModel}
 	resizeFlag  = &cli.IntFlag{Name: "resize", Usage: "image folders: the evaluation view's shorter side before its centre crop (default --image-size x 256/224: 256)", EnvVars: env("RESIZE"), Category: catModel}
 	workersFlag = &cli.IntFlag{Name: "data-workers", Usage: "image folders: goroutines decoding each batch (default: the rank's threads)", EnvVars: env("DATA_WORKERS"), Category: catModel}
+	meanFlag    = &cli.StringFlag{Name: "mean", Value: "0.485,0.456,0.406", Usage: "image folders: the per-channel mean (R,G,B, of values in 0..1) Normalize subtracts (default ImageNet's)", EnvVars: env("MEAN"), Category: catModel}
+	stdFlag     = &cli.StringFlag{Name: "std", Value: "0.229,0.224,0.225", Usage: "image folders: the per-channel standard deviation Normalize divides by (default ImageNet's)", EnvVars: env("STD"), Category: catModel}
 	skipBadFlag = &cli.BoolFlag{Name: "skip-bad", Usage: "image folders: an image that does not decode is skipped with a warning (the next one in the folder's order takes its place), not an error", EnvVars: env("SKIP_BAD"), Category: catModel}
 	cropPadFlag = &cli.IntFlag{Name: "crop-pad", Value: 4, Usage: "random crop: pad each side by this many pixels first", EnvVars: env("CROP_PAD"), Category: catModel}
 
@@ -128,7 +130,7 @@ var (
 )
 
 var trainFlags = append([]cli.Flag{
-	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag, valDataFlag, imgSizeFlag, resizeFlag, workersFlag, skipBadFlag,
+	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag, valDataFlag, imgSizeFlag, resizeFlag, workersFlag, skipBadFlag, meanFlag, stdFlag,
 	batchFlag, microFlag, accumFlag, globalFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout, flightEvents, flightDir,
@@ -184,6 +186,8 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 	}
 	var errs []error
 	parse(&errs, &cfg.Data.Augment, trainer.ParseAugment, c.String(augFlag.Name))
+	parse(&errs, &cfg.Data.Mean, trainer.ParseChannels("--mean"), c.String(meanFlag.Name))
+	parse(&errs, &cfg.Data.Std, trainer.ParseChannels("--std"), c.String(stdFlag.Name))
 	parse(&errs, &cfg.Data.AccumSteps, trainer.ParseAccumSteps, c.String(accumFlag.Name))
 	parse(&errs, &cfg.Optim.LinearScaling, trainer.ParseLRScaling, c.String(scaleFlag.Name))
 	parse(&errs, &cfg.Dist.Strategy, trainer.ParseStrategy, c.String(strategyFlag.Name))

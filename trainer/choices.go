@@ -277,3 +277,23 @@ func ParseAccumSteps(s string) (int, error) {
 	}
 	return k, nil
 }
+
+// ParseChannels reads a per-channel value of the option named: three
+// numbers, comma-separated (R,G,B).
+func ParseChannels(option string) func(string) ([3]float32, error) {
+	return func(s string) ([3]float32, error) {
+		var v [3]float32
+		parts := strings.Split(s, ",")
+		if len(parts) != 3 {
+			return v, fmt.Errorf("%s %q: want three numbers, R,G,B", option, s)
+		}
+		for i, p := range parts {
+			f, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
+			if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+				return v, fmt.Errorf("%s %q: want three numbers, R,G,B", option, s)
+			}
+			v[i] = float32(f)
+		}
+		return v, nil
+	}
+}

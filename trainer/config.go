@@ -64,6 +64,9 @@ type DataOptions struct {
 	Resize    int
 	Workers   int
 	SkipBad   bool // --skip-bad: replace images that do not decode, with a warning
+	// Mean and Std are Normalize's per channel (--mean, --std; zero:
+	// ImageNet's).
+	Mean, Std [3]float32
 	BatchSize int  // per data-parallel rank
 	// MicroBatches splits each rank's batch into this many equal parts run
 	// one after another, their gradients summed (exec_micro.go): the

@@ -154,9 +154,13 @@ func (s *Session) loadFolders() error {
 			}
 		}
 	}
+	mean, std := d.Mean, d.Std
+	if mean == [3]float32{} && std == [3]float32{} {
+		mean, std = data.ImageNetMean, data.ImageNetStd
+	}
 	view := func(f *data.Folder, training bool) *data.ImageSet {
 		return &data.ImageSet{Folder: f, Size: size, Resize: resize, Train: training, Crop: crop, Flip: flip,
-			Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: c.Optim.Seed, Workers: workers, Skip: skip}
+			Mean: mean, Std: std, Seed: c.Optim.Seed, Workers: workers, Skip: skip}
 	}
 	s.trainSet, s.testSet = folderImages{view(train, true)}, folderImages{view(val, false)}
 	how := "training view: Resize " + fmt.Sprint(resize) + " and CenterCrop"

@@ -70,6 +70,8 @@ func (d *DataOptions) Validate() error {
 		return fmt.Errorf("--micro-batches %d with --accum-steps or --global-batch: both run a step in micro-batches; use --accum-steps (or --micro-batches alone)", d.MicroBatches)
 	case d.CropPad < 0:
 		return fmt.Errorf("--crop-pad %d: must not be negative", d.CropPad)
+	case d.Std != [3]float32{} && (d.Std[0] <= 0 || d.Std[1] <= 0 || d.Std[2] <= 0):
+		return fmt.Errorf("--std %v: every channel's must be positive", d.Std)
 	case d.ImageSize < 0 || d.Resize < 0 || d.Workers < 0:
 		return fmt.Errorf("--image-size %d --resize %d --data-workers %d: must not be negative", d.ImageSize, d.Resize, d.Workers)
 	case d.Dir == "synthetic" && d.SyntheticSamples <= 0:
@@ -197,6 +199,8 @@ var usedBy = []struct {
 	{"val-data", func(c *Config) any { return c.Data.ValDir }, func(c *Config) bool { return c.Model.Kind != "gpt" }, withModel, "the image models"},
 	{"image-size", func(c *Config) any { return c.Data.ImageSize }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
 	{"resize", func(c *Config) any { return c.Data.Resize }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
+	{"mean", func(c *Config) any { return c.Data.Mean }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
+	{"std", func(c *Config) any { return c.Data.Std }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
 	{"skip-bad", func(c *Config) any { return c.Data.SkipBad }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
 	{"data-workers", func(c *Config) any { return c.Data.Workers }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
 	{"momentum", func(c *Config) any { return c.Optim.Momentum }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},

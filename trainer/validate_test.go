@@ -41,6 +41,7 @@ func TestValidate(t *testing.T) {
 		{"resnet depth 8", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet", 8 }, ""},
 		{"torchvision depth", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet", 50 }, ""},
 		{"cifar depth 18", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet-cifar", 18 }, "--depth 18: a CIFAR ResNet has depth 6n+2"},
+		{"std zero", func(c *Config) { c.Data.Std = [3]float32{0.5, 0, 0.5} }, "--std [0.5 0 0.5]: every channel's must be positive"},
 		{"resnet depth 19", func(c *Config) { c.Model.Kind, c.Model.Depth = "resnet", 19 }, "torchvision's ResNets have depth 18, 34, 50, 101 or 152"},
 		{"gpt", func(c *Config) {
 			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context = "gpt", 2, 2, 8, 16
