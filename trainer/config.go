@@ -67,7 +67,7 @@ type DataOptions struct {
 	// Mean and Std are Normalize's per channel (--mean, --std; zero:
 	// ImageNet's).
 	Mean, Std [3]float32
-	BatchSize int  // per data-parallel rank
+	BatchSize int // per data-parallel rank
 	// MicroBatches splits each rank's batch into this many equal parts run
 	// one after another, their gradients summed (exec_micro.go): the
 	// pipeline's micro-batches on one stage, and its reference.
