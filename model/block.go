@@ -97,37 +97,52 @@ func (b *BasicBlock) Backward(dx, dy, x, y []float32, n int) {
 	b.bn2.Backward(b.t1, g, b.c2, b.b2, n)      // t1 = d c2
 	b.conv2.Backward(b.t2, b.t1, b.b1, b.c2, n) // t2 = d b1
 	b.bn1.Backward(b.t1, b.t2, b.c1, b.b1, n)   // t1 = d c1 (ReLU mask inside)
-	// Shortcut.
-	if b.scConv != nil {
-		b.scBN.Backward(b.t2, g, b.s1, b.s2, n) // t2 = d s1
-		if dx == nil {
-			b.scConv.Backward(nil, b.t2, x, b.s1, n)
-			b.conv1.Backward(nil, b.t1, x, b.c1, n)
-			return
-		}
-		b.scConv.Backward(b.dxs, b.t2, x, b.s1, n)
-		b.conv1.Backward(dx, b.t1, x, b.c1, n)
-		add(dx, dx, b.dxs, n*b.in)
-		return
-	}
-	b.conv1.Backward(dx, b.t1, x, b.c1, n)
-	if dx != nil {
-		add(dx, dx, g, o)
-	}
+	// Shortcut (t2 is free again: its scratch).
+	shortcutBackward(dx, x, g, b.t1, b.c1, b.conv1, b.scConv, b.scBN, b.s1, b.s2, b.t2, b.dxs, n, b.in, b.out)
 }
 
-func (b *BasicBlock) init(rng *rand.Rand) {
-	for _, l := range b.parts() {
+func (b *BasicBlock) init(rng *rand.Rand)        { initAll(b.parts(), rng) }
+func (b *BasicBlock) flops() (fwd, dw, dx int64) { return flopsOf(b.parts()) }
+
+// initAll draws a block's layers' parameters, in order.
+func initAll(ls []Layer, rng *rand.Rand) {
+	for _, l := range ls {
 		l.(initializer).init(rng)
 	}
 }
 
-func (b *BasicBlock) flops() (fwd, dw, dx int64) {
-	for _, l := range b.parts() {
+// flopsOf sums a block's layers' matrix-multiply work.
+func flopsOf(ls []Layer) (fwd, dw, dx int64) {
+	for _, l := range ls {
 		if f, ok := l.(flopCounter); ok {
 			a, c, d := f.flops()
 			fwd, dw, dx = fwd+a, dw+c, dx+d
 		}
 	}
 	return fwd, dw, dx
+}
+
+// shortcutBackward ends a residual block's backward: g is the gradient
+// of the sum (after the last ReLU's mask), t the gradient at the
+// branch's first convolution's output (conv1's dy). With a projection
+// (scConv, scBN over s1 and s2, sg and dxs its scratch) both paths'
+// input gradients are summed into dx; without, dx is conv1's plus g.
+// dx nil: the weight gradients only.
+func shortcutBackward(dx, x, g, t, c1 []float32, conv1, scConv *Conv2D, scBN *BatchNorm2d, s1, s2, sg, dxs []float32, n, in, out int) {
+	if scConv != nil {
+		scBN.Backward(sg, g, s1, s2, n) // sg = d s1
+		if dx == nil {
+			scConv.Backward(nil, sg, x, s1, n)
+			conv1.Backward(nil, t, x, c1, n)
+			return
+		}
+		scConv.Backward(dxs, sg, x, s1, n)
+		conv1.Backward(dx, t, x, c1, n)
+		add(dx, dx, dxs, n*in)
+		return
+	}
+	conv1.Backward(dx, t, x, c1, n)
+	if dx != nil {
+		add(dx, dx, g, n*out)
+	}
 }

@@ -108,39 +108,11 @@ func (b *Bottleneck) Backward(dx, dy, x, y []float32, n int) {
 	b.bn2.Backward(b.t2, b.u2, b.c2, b.b2, n)   // t2 = d c2 (ReLU mask inside)
 	b.conv2.Backward(b.u1, b.t2, b.b1, b.c2, n) // u1 = d b1
 	b.bn1.Backward(b.t1, b.u1, b.c1, b.b1, n)   // t1 = d c1 (ReLU mask inside)
-	if b.scConv != nil {
-		b.scBN.Backward(b.sg, g, b.s1, b.s2, n) // sg = d s1
-		if dx == nil {
-			b.scConv.Backward(nil, b.sg, x, b.s1, n)
-			b.conv1.Backward(nil, b.t1, x, b.c1, n)
-			return
-		}
-		b.scConv.Backward(b.dxs, b.sg, x, b.s1, n)
-		b.conv1.Backward(dx, b.t1, x, b.c1, n)
-		add(dx, dx, b.dxs, n*b.in)
-		return
-	}
-	b.conv1.Backward(dx, b.t1, x, b.c1, n)
-	if dx != nil {
-		add(dx, dx, g, o)
-	}
+	shortcutBackward(dx, x, g, b.t1, b.c1, b.conv1, b.scConv, b.scBN, b.s1, b.s2, b.sg, b.dxs, n, b.in, b.out)
 }
 
-func (b *Bottleneck) init(rng *rand.Rand) {
-	for _, l := range b.parts() {
-		l.(initializer).init(rng)
-	}
-}
-
-func (b *Bottleneck) flops() (fwd, dw, dx int64) {
-	for _, l := range b.parts() {
-		if f, ok := l.(flopCounter); ok {
-			a, c, d := f.flops()
-			fwd, dw, dx = fwd+a, dw+c, dx+d
-		}
-	}
-	return fwd, dw, dx
-}
+func (b *Bottleneck) init(rng *rand.Rand)        { initAll(b.parts(), rng) }
+func (b *Bottleneck) flops() (fwd, dw, dx int64) { return flopsOf(b.parts()) }
 
 func (b *Bottleneck) heldBytes() int {
 	return floats(b.c1, b.b1, b.c2, b.b2, b.c3, b.b3, b.s1, b.s2, b.g, b.t3, b.sg, b.u2, b.t2, b.u1, b.t1, b.dxs)
