@@ -189,7 +189,9 @@ func (f *flightBox) failed(err error, own bool) {
 	}
 	if own {
 		f.dumpAll("abort")
-		time.Sleep(abortGrace)
+		if f.w != nil { // other ranks to wait for
+			time.Sleep(abortGrace)
+		}
 		return
 	}
 	reason := "error"
