@@ -196,6 +196,17 @@ func noTrace(t *testing.T, r result) {
 // tensors reads a checkpoint's tensors as name -> float32 values.
 func tensors(t *testing.T, path string) map[string][]float32 {
 	t.Helper()
+	st, _ := safetensorsFile(t, path)
+	out := map[string][]float32{}
+	for _, nt := range st.Tensors() {
+		out[nt.Name] = f32s(nt.TensorView.Data())
+	}
+	return out
+}
+
+// safetensorsFile reads a safetensors file and its metadata.
+func safetensorsFile(t *testing.T, path string) (safetensors.SafeTensors, map[string]string) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -204,14 +215,16 @@ func tensors(t *testing.T, path string) map[string][]float32 {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	out := map[string][]float32{}
-	for _, nt := range st.Tensors() {
-		d := nt.TensorView.Data()
-		v := make([]float32, len(d)/4)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:]))
-		}
-		out[nt.Name] = v
+	_, md, _ := safetensors.ReadMetadata(b)
+	return st, md.Metadata()
+}
+
+// f32s reads little-endian float32 values (a float32 tensor's data, a
+// raw file of them).
+func f32s(b []byte) []float32 {
+	out := make([]float32, len(b)/4)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
 	return out
 }

@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -174,18 +172,10 @@ func TestTorchvisionTransforms(t *testing.T) {
 			nb, _ := os.ReadFile(filepath.Join(dir, "norm.raw"))
 			norm := make([]float32, 3*c.Size*c.Size)
 			data.Normalize(norm, got, c.Size, c.Size, data.ImageNetMean, data.ImageNetStd)
-			if err := near.Check(bytesF32(nb), norm, 0); err != nil {
+			if err := near.Check(f32s(nb), norm, 0); err != nil {
 				t.Errorf("Normalize: %v", err)
 			}
 		}
 	}
 	t.Logf("%d views, every byte torchvision's", len(cases))
-}
-
-func bytesF32(b []byte) []float32 {
-	out := make([]float32, len(b)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return out
 }

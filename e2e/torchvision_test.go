@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -69,7 +68,7 @@ func TestTorchvisionResNet(t *testing.T) {
 				v, _ := init.Tensor(tn.Name)
 				copy(checkpoint.Bytes(tn.Of(p.Buffers)), v.Data())
 			}
-			x := f32s(get("x"))
+			x := f32s(get("x").Data())
 			labels := []int32{}
 			for i := 0; i < len(get("labels").Data()); i += 8 {
 				labels = append(labels, int32(binary.LittleEndian.Uint64(get("labels").Data()[i:])))
@@ -85,7 +84,7 @@ func TestTorchvisionResNet(t *testing.T) {
 			}
 			check := func(name string, got []float32, want safetensors.TensorView) {
 				t.Helper()
-				if err := near.Check(f32s(want), got, 1e-4); err != nil {
+				if err := near.Check(f32s(want.Data()), got, 1e-4); err != nil {
 					t.Errorf("%s: against torchvision: %v", name, err)
 				}
 			}
@@ -102,7 +101,7 @@ func TestTorchvisionResNet(t *testing.T) {
 			// fails that; rounding does not.
 			worst := 1.0
 			for _, tn := range p.Tensors {
-				cos, ratio := cosine(tn.Of(p.Grad), f32s(get("grad."+tn.Name)))
+				cos, ratio := cosine(tn.Of(p.Grad), f32s(get("grad."+tn.Name).Data()))
 				if !(cos >= 0.999) || !(math.Abs(ratio-1) <= 0.01) {
 					t.Errorf("grad %s: cosine %.6f and length ratio %.4f against torchvision's", tn.Name, cos, ratio)
 				}
@@ -127,31 +126,6 @@ func TestTorchvisionResNet(t *testing.T) {
 
 // timeoutInit bounds train init of the largest model tested.
 const timeoutInit = 2 * time.Minute
-
-// safetensorsFile reads a safetensors file and its metadata.
-func safetensorsFile(t *testing.T, path string) (safetensors.SafeTensors, map[string]string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := safetensors.Deserialize(b)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	_, md, _ := safetensors.ReadMetadata(b)
-	return st, md.Metadata()
-}
-
-// f32s is a float32 tensor's values.
-func f32s(v safetensors.TensorView) []float32 {
-	d := v.Data()
-	out := make([]float32, len(d)/4)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(d[4*i:]))
-	}
-	return out
-}
 
 // cosine is the cosine of the angle between a and b, and |a| / |b|
 // (NaN when either holds a NaN, which fails every comparison).

@@ -194,7 +194,8 @@ func (w *World) Exchange(send, recv []Msg) (err error) {
 	var pin runtime.Pinner
 	defer pin.Unpin()
 	var sent, received int
-	for i, m := range append(append([]Msg{}, recv...), send...) {
+	msgs := append(append([]Msg{}, recv...), send...)
+	for i, m := range msgs {
 		p, count, typ, bytes := m.parts()
 		if count > maxCount {
 			return fmt.Errorf("rank %d: exchange with rank %d: %d values, more than one message holds", w.rank, m.Peer, count)
@@ -211,11 +212,12 @@ func (w *World) Exchange(send, recv []Msg) (err error) {
 	}
 	traffic.sent.Add(int64(sent))
 	traffic.recv.Add(int64(received))
-	// One event per message, all of them ending when the last does.
+	// One event per message (begun once all are known valid), all of
+	// them ending when the last does.
 	var ids [16]uint64
 	rec := ids[:0]
 	if w.fl != nil {
-		for i, m := range append(append([]Msg{}, recv...), send...) {
+		for i, m := range msgs {
 			_, _, typ, bytes := m.parts()
 			op := "send"
 			if i < len(recv) {

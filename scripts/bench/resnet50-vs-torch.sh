@@ -33,7 +33,7 @@ for r in $(seq "$rounds"); do
 		--bn local --max-steps $((steps + 2)) --log-every 1000 --lr 0.05 2>&1)
 	a=$(echo "$out" | sed -n 's/^throughput: \([0-9]*\) steps x \([0-9]*\) samples in \([0-9.]*\) s.*/\1 \2 \3/p' | awk '{printf "%.2f", $1 * $2 / $3}')
 	ra=$(echo "$out" | sed -n 's/^maxrss \([0-9]*\)/\1/p' | sort -n | tail -1)
-	b=$("${mpi[@]}" /usr/bin/python3 "$here/../torch_resnet50.py" "$dir" --batch-size 8 --workers 1 --steps "$steps" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.2f %.0f" % (d["samples_per_s"], d["peak_rss_mib"]))')
+	b=$("${mpi[@]}" /usr/bin/python3 "$here/../torch_bench.py" --model resnet50 --data "$dir" --batch-size 8 --workers 1 --warmup 2 --steps "$steps" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.2f %.0f" % (d["samples_per_s"], d["peak_rss_mib"]))')
 	echo "round $r: train $a samples/s (peak RSS $((ra / 1024)) MiB), PyTorch ${b% *} samples/s (peak RSS ${b#* } MiB)"
 	ours+=" $a" theirs+=" ${b% *}"
 done
