@@ -34,6 +34,12 @@ func decodeRGBInto(buf []uint8, path string) (pix []uint8, w, h int, err error) 
 	if err != nil {
 		return nil, 0, 0, err
 	}
+	return decodeBytesInto(buf, b, path)
+}
+
+// decodeBytesInto is decodeRGBInto of a file's bytes, read already (a
+// tar member); path names it in errors.
+func decodeBytesInto(buf, b []uint8, path string) (pix []uint8, w, h int, err error) {
 	var img image.Image
 	switch {
 	case len(b) == 0:

@@ -21,6 +21,12 @@ import (
 // np=1 does.
 type ImageSet struct {
 	*Folder
+	View
+}
+
+// View is how an image becomes a sample: torchvision's ImageNet
+// transforms, as ImageSet describes them.
+type View struct {
 	Size, Resize int
 	Train        bool // the training view; false: the evaluation view, no flip
 	Crop, Flip   bool
@@ -126,9 +132,19 @@ var decoded = sync.Pool{New: func() any { return new([]uint8) }}
 
 // sample writes sample i's view for epoch into dst.
 func (s *ImageSet) sample(dst []float32, i, epoch int) error {
+	b, err := os.ReadFile(s.Paths[i])
+	if err != nil {
+		return err
+	}
+	return s.render(dst, b, s.Paths[i], i, epoch)
+}
+
+// render decodes image file b (name names it in errors) and writes its
+// view for sample i of epoch into dst.
+func (s *View) render(dst []float32, b []byte, name string, i, epoch int) error {
 	buf := decoded.Get().(*[]uint8)
 	defer decoded.Put(buf)
-	pix, w, h, err := decodeRGBInto(*buf, s.Paths[i])
+	pix, w, h, err := decodeBytesInto(*buf, b, name)
 	if err != nil {
 		return err
 	}
