@@ -15,8 +15,18 @@ import (
 // dataCommand holds the image-folder tools.
 var dataCommand = &cli.Command{
 	Name:  "data",
-	Usage: "image folder tools",
+	Usage: "image folder and tar shard tools",
 	Subcommands: []*cli.Command{{
+		Name:      "pack",
+		Usage:     "write image folders as tar shards in WebDataset's layout (key.jpg or key.png with key.cls), in the folders' order: DIR with train/ and val/ gives OUT/train-NNNNNN.tar and OUT/val-NNNNNN.tar, a folder of class folders OUT/NAME-NNNNNN.tar",
+		UsageText: "train data pack /data/imagenet -o /data/shards --shard-mb 256",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "o", Usage: "the directory to write the shards in", Required: true},
+			&cli.Float64Flag{Name: "shard-mb", Value: 256, Usage: "images per shard, in MiB of image files (a shard holds at least one)"},
+			&cli.StringFlag{Name: "name", Value: "train", Usage: "a folder of class folders: the shards' name (NAME-000000.tar, ...)"},
+		},
+		Action: packFolders,
+	}, {
 		Name:      "check",
 		Usage:     "decode every image of image folders (DIR with train/ and val/, or class folders) and name the files that do not decode",
 		UsageText: "train data check /data/imagenet",
@@ -75,8 +85,8 @@ func benchFolder(c *cli.Context) error {
 	if size < 1 || b < 1 || c.Int("workers") < 1 || c.Int("passes") < 1 {
 		return fmt.Errorf("train data bench: --image-size, --batch-size, --workers and --passes must be positive")
 	}
-	set := &data.ImageSet{Folder: f, Size: size, Resize: (size*256 + 112) / 224, Train: true, Crop: true, Flip: true,
-		Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: 1, Workers: c.Int("workers")}
+	set := &data.ImageSet{Folder: f, View: data.View{Size: size, Resize: (size*256 + 112) / 224, Train: true, Crop: true, Flip: true,
+		Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: 1, Workers: c.Int("workers")}}
 	x, y := make([]float32, b*set.SampleSize()), make([]int32, b)
 	sampler := data.Sampler{N: len(f.Paths), Batch: b, Rank: 0, Size: 1, Seed: 1}
 	start := time.Now()
@@ -141,4 +151,34 @@ func checkFolders(c *cli.Context, dir string, workers int) (int, error) {
 		total += bad
 	}
 	return total, nil
+}
+
+// packFolders is `train data pack`.
+func packFolders(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("train data pack: name one image folder (DIR with train/ and val/, or a folder of class folders)")
+	}
+	dir, out := c.Args().First(), c.String("o")
+	mb := c.Float64("shard-mb")
+	if !(mb > 0) {
+		return fmt.Errorf("train data pack: --shard-mb %v: must be positive", mb)
+	}
+	splits := [][2]string{{dir, c.String("name")}}
+	if data.IsImageFolder(dir) {
+		splits = [][2]string{{filepath.Join(dir, "train"), "train"}, {filepath.Join(dir, "val"), "val"}}
+	}
+	for _, sp := range splits {
+		f, err := data.ScanFolder(sp[0])
+		if err != nil {
+			return err
+		}
+		start := time.Now()
+		shards, err := data.Pack(f, out, sp[1], int64(mb*(1<<20)), nil)
+		if err != nil {
+			return fmt.Errorf("train data pack: %v", err)
+		}
+		fmt.Printf("%s: %d images in %d classes -> %d shards %s (%.1f s)\n", sp[0], len(f.Paths), len(f.Classes), len(shards),
+			filepath.Join(out, fmt.Sprintf("%s-{000000..%06d}.tar", sp[1], len(shards)-1)), time.Since(start).Seconds())
+	}
+	return nil
 }

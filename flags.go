@@ -47,6 +47,8 @@ var (
 	meanFlag    = &cli.StringFlag{Name: "mean", Value: "0.485,0.456,0.406", Usage: "image folders: the per-channel mean (R,G,B, of values in 0..1) Normalize subtracts (default ImageNet's)", EnvVars: env("MEAN"), Category: catModel}
 	stdFlag     = &cli.StringFlag{Name: "std", Value: "0.229,0.224,0.225", Usage: "image folders: the per-channel standard deviation Normalize divides by (default ImageNet's)", EnvVars: env("STD"), Category: catModel}
 	skipBadFlag = &cli.BoolFlag{Name: "skip-bad", Usage: "image folders: an image that does not decode is skipped with a warning (the next one in the folder's order takes its place), not an error", EnvVars: env("SKIP_BAD"), Category: catModel}
+	shuffleFlag = &cli.BoolFlag{Name: "shuffle", Value: true, Usage: "draw a new sample order each epoch; --shuffle=false reads the data in its order every epoch (tar shards: the pattern's, then each shard's)", EnvVars: env("SHUFFLE"), Category: catModel}
+	bufferFlag  = &cli.IntFlag{Name: "shuffle-buffer", Value: 1000, Usage: "tar shards: samples each rank holds to shuffle in (WebDataset's shuffle buffer; memory: this many encoded images)", EnvVars: env("SHUFFLE_BUFFER"), Category: catModel}
 	cropPadFlag = &cli.IntFlag{Name: "crop-pad", Value: 4, Usage: "random crop: pad each side by this many pixels first", EnvVars: env("CROP_PAD"), Category: catModel}
 
 	microFlag  = &cli.IntFlag{Name: "micro-batches", Value: 1, Usage: "split each rank's batch into this many equal micro-batches, run one after another with their gradients summed (GPipe's micro-batches; BatchNorm statistics per micro-batch)", EnvVars: env("MICRO_BATCHES"), Category: catOptim}
@@ -130,7 +132,7 @@ var (
 )
 
 var trainFlags = append([]cli.Flag{
-	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag, valDataFlag, imgSizeFlag, resizeFlag, workersFlag, skipBadFlag, meanFlag, stdFlag,
+	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag, valDataFlag, imgSizeFlag, resizeFlag, workersFlag, skipBadFlag, meanFlag, stdFlag, shuffleFlag, bufferFlag,
 	batchFlag, microFlag, accumFlag, globalFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout, flightEvents, flightDir,
@@ -163,7 +165,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 			Layers: c.Int(layersFlag.Name), Heads: c.Int(headsFlag.Name), Dim: c.Int(dimFlag.Name), Context: c.Int(contextFlag.Name), Vocab: c.Int(vocabFlag.Name),
 			InitFrom: c.String(initFrom.Name)},
 		Data: trainer.DataOptions{Dir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
-			CropPad: c.Int(cropPadFlag.Name), ValDir: c.String(valDataFlag.Name), ImageSize: c.Int(imgSizeFlag.Name), Resize: c.Int(resizeFlag.Name), Workers: c.Int(workersFlag.Name), SkipBad: c.Bool(skipBadFlag.Name), BatchSize: c.Int(batchFlag.Name), MicroBatches: c.Int(microFlag.Name), EvalBatch: c.Int(evalBatch.Name),
+			CropPad: c.Int(cropPadFlag.Name), ValDir: c.String(valDataFlag.Name), ImageSize: c.Int(imgSizeFlag.Name), Resize: c.Int(resizeFlag.Name), Workers: c.Int(workersFlag.Name), SkipBad: c.Bool(skipBadFlag.Name), Ordered: !c.Bool(shuffleFlag.Name), ShuffleBuffer: c.Int(bufferFlag.Name), BatchSize: c.Int(batchFlag.Name), MicroBatches: c.Int(microFlag.Name), EvalBatch: c.Int(evalBatch.Name),
 			GlobalBatch: c.Int(globalFlag.Name)},
 		Optim: trainer.OptimOptions{Optimizer: c.String(optFlag.Name), LR: c.Float64(lrFlag.Name), Schedule: c.String(schedFlag.Name),
 			WarmupSteps: c.Int(warmFlag.Name), DecaySteps: c.Int(decaySteps.Name), DecayAll: c.Bool(decayAll.Name), StepEpochs: c.Int(stepEpochs.Name), Gamma: c.Float64(gammaFlag.Name),

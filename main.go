@@ -153,6 +153,9 @@ var hoisted = map[string]*cli.Command{
 	"timeline plot":          timelineCommand.Subcommands[1],
 	"tokenize":               tokenizeCommand,
 	"checkpoint consolidate": checkpointCommand.Subcommands[0],
+	"data pack":              dataCommand.Subcommands[0],
+	"data check":             dataCommand.Subcommands[1],
+	"data bench":             dataCommand.Subcommands[2],
 }
 
 // timelineCommand joins the ranks' timeline files.

@@ -16,6 +16,7 @@ import "math/rand/v2"
 type Sampler struct {
 	N, Batch, Rank, Size int
 	Seed                 uint64
+	Ordered              bool // the samples' own order every epoch, no permutation
 }
 
 // StepsPerEpoch is the number of steps every rank runs per epoch.
@@ -25,6 +26,11 @@ func (s Sampler) StepsPerEpoch() int { return s.N / (s.Batch * s.Size) }
 // Batch of them; step k uses [k*Batch, (k+1)*Batch).
 func (s Sampler) Epoch(e int) []int {
 	perm := Permutation(s.N, s.Seed, uint64(e))
+	if s.Ordered {
+		for i := range perm {
+			perm[i] = i
+		}
+	}
 	mine := make([]int, s.StepsPerEpoch()*s.Batch)
 	for i := range mine {
 		mine[i] = perm[i*s.Size+s.Rank]

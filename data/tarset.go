@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -241,7 +242,7 @@ type TarSet struct {
 
 	mu       sync.Mutex
 	rd       *shardReader
-	shard    int   // rd's
+	shard    int     // rd's
 	read     []int   // this rank's read order (Expect)
 	at       []int32 // each id's index in read, -1: not in it
 	nextRead int
@@ -435,4 +436,24 @@ func (t *TarSet) decode(x []float32, y []int32, idx []int, raws []rawSample, epo
 		t.mu.Unlock()
 	}
 	return nil
+}
+
+// ShardPattern is the shard pattern --data names for split (train or
+// val): path itself when it names .tar files, or, for a directory that
+// `train data pack` wrote, its split-000000.tar ... in a brace range.
+func ShardPattern(path, split string) (string, bool) {
+	if strings.HasSuffix(path, ".tar") {
+		return path, true
+	}
+	if _, err := os.Stat(filepath.Join(path, split+"-000000.tar")); err != nil {
+		return "", false
+	}
+	n := 1
+	for {
+		if _, err := os.Stat(filepath.Join(path, fmt.Sprintf("%s-%06d.tar", split, n))); err != nil {
+			break
+		}
+		n++
+	}
+	return filepath.Join(path, fmt.Sprintf("%s-{000000..%06d}.tar", split, n-1)), true
 }

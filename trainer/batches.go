@@ -53,7 +53,7 @@ func (b *batches) get(epoch, step int, order []int) ([]float32, []int32, error) 
 		return nil, nil, err
 	}
 	b.step = -1
-	if spe := b.s.Sampler.StepsPerEpoch(); step+1 < spe {
+	if spe := len(order) / b.s.Cfg.Data.BatchSize; step+1 < spe {
 		b.start(epoch, step+1, order)
 	}
 	return b.xs[k], b.ys[k], nil

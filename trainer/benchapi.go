@@ -16,10 +16,10 @@ func (s *Session) Steps(n int) error {
 		if err := s.exec.ToDevice(); err != nil {
 			return err
 		}
-		s.benchBatches, s.benchOrder = s.newBatches(), s.Sampler.Epoch(0)
+		s.benchBatches, s.benchOrder = s.newBatches(), s.plan.Epoch(0)
 		s.undo = append(s.undo, s.benchBatches.wait)
 	}
-	spe := s.Sampler.StepsPerEpoch()
+	spe := len(s.benchOrder) / s.Cfg.Data.BatchSize
 	global := s.Cfg.Data.BatchSize * s.W.Size()
 	for range n {
 		var t stepTimes

@@ -64,6 +64,12 @@ type DataOptions struct {
 	Resize    int
 	Workers   int
 	SkipBad   bool // --skip-bad: replace images that do not decode, with a warning
+	// Ordered is --shuffle=false: every epoch reads the samples in the
+	// data's order (tar shards: the pattern's, then each shard's).
+	Ordered bool
+	// ShuffleBuffer is tar shards' shuffle buffer per rank, in samples
+	// (data.Stream).
+	ShuffleBuffer int
 	// Mean and Std are Normalize's per channel (--mean, --std; zero:
 	// ImageNet's).
 	Mean, Std [3]float32
@@ -259,8 +265,17 @@ func (c *Config) Defaults() {
 // resnet reports whether the model is one of the ResNets.
 func (m *ModelOptions) resnet() bool { return m.Kind == "resnet" || m.Kind == "resnet-cifar" }
 
-// imageFolder reports whether the data is an image folder: --val-data
-// given, or --data holding train/ and val/.
+// imageFolder reports whether the data is images decoded from files: an
+// image folder or tar shards (--val-data given, --data holding train/ and
+// val/, or tar shards).
 func (d *DataOptions) imageFolder() bool {
-	return d.ValDir != "" || d.Dir != "synthetic" && data.IsImageFolder(d.Dir)
+	return d.ValDir != "" || d.Dir != "synthetic" && (data.IsImageFolder(d.Dir) || d.tarShards())
+}
+
+// tarShards reports whether --data names tar shards: a pattern of .tar
+// files, or a directory of train-NNNNNN.tar (what `train data pack`
+// writes).
+func (d *DataOptions) tarShards() bool {
+	_, ok := data.ShardPattern(d.Dir, "train")
+	return ok
 }

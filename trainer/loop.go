@@ -59,6 +59,11 @@ func (s *Session) train() error {
 	}
 	batches := s.newBatches()
 	defer batches.wait()
+	samples, err := openSampleLog(s.Job.Rank(), s.trainSet)
+	if err != nil {
+		return err
+	}
+	defer samples.close()
 	if err := s.exec.ToDevice(); err != nil {
 		return err
 	}
@@ -66,7 +71,8 @@ func (s *Session) train() error {
 	var epoch stats
 	epochStart := time.Now()
 	for st.Epoch < c.Optim.Epochs && !s.done() {
-		order := s.Sampler.Epoch(st.Epoch)
+		order := s.plan.Epoch(st.Epoch)
+		spe := len(order) / b // a resumed epoch of tar shards may have fewer
 		for st.StepInEpoch < spe && !s.done() && s.stopBy == "" {
 			s.prog.at(st.Step)
 			if err := s.fault.fire(s.Job.Rank(), st.Step); err != nil {
@@ -89,6 +95,7 @@ func (s *Session) train() error {
 				return err
 			}
 			s.stepSent += mpi.Counted().Sent - sent
+			samples.step(st.Epoch, st.Step, order[st.StepInEpoch*b:(st.StepInEpoch+1)*b])
 			took := time.Since(t.start)
 			st.Step, st.StepInEpoch, st.Samples = st.Step+1, st.StepInEpoch+1, st.Samples+int64(global)
 			s.stale = true
@@ -133,7 +140,7 @@ func (s *Session) train() error {
 			break // stopped by --max-steps or a signal inside the epoch
 		}
 		if s.evaluate {
-			if err := s.endEpoch(&epoch, time.Since(epochStart)); err != nil {
+			if err := s.endEpoch(&epoch, time.Since(epochStart), true); err != nil {
 				return err
 			}
 		}
@@ -141,7 +148,7 @@ func (s *Session) train() error {
 		epoch, epochStart = stats{}, time.Now()
 	}
 	if st.StepInEpoch > 0 && s.stopBy == "" && s.evaluate { // a stopped job has no time for an evaluation
-		if err := s.endEpoch(&epoch, time.Since(epochStart)); err != nil {
+		if err := s.endEpoch(&epoch, time.Since(epochStart), false); err != nil {
 			return err
 		}
 	}
@@ -290,13 +297,13 @@ var sigNames = map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIG
 
 // endEpoch evaluates the test set across ranks and hands the epoch (or
 // the part of it that ran) to the hooks.
-func (s *Session) endEpoch(train *stats, took time.Duration) error {
+func (s *Session) endEpoch(train *stats, took time.Duration, done bool) error {
 	sum, start, evalTook, err := s.evaluateAcross(train.loss, train.correct, train.count)
 	if err != nil {
 		return err
 	}
 	st := &s.State
-	ev := EpochEvent{Epoch: st.Epoch + 1, Step: st.Step, Done: st.StepInEpoch >= s.Sampler.StepsPerEpoch(),
+	ev := EpochEvent{Epoch: st.Epoch + 1, Step: st.Step, Done: done,
 		TrainLoss: sum[0] / sum[2], TrainAccuracy: sum[1] / sum[2], TestLoss: sum[3] / sum[5], TestAcc: sum[4] / sum[5],
 		Took: took, EvalStart: start, EvalTook: evalTook}
 	for _, h := range s.hooks {

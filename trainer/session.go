@@ -44,6 +44,7 @@ type Session struct {
 	optCfg  optim.Config   // what Opt was made from (parameter servers make their shards' from it)
 	Sched   optim.Schedule // over samples
 	Sampler data.Sampler
+	plan    epochPlan        // Sampler, or tar shards' stream (plan.go)
 	State   checkpoint.State // the position; Params, Buffers and Optim alias the live buffers
 
 	trainSet, testSet source // what the run trains and evaluates on (source.go)
@@ -262,7 +263,12 @@ func (s *Session) build(r, d int) error {
 		return err
 	}
 	n := s.trainSet.Len()
-	s.Sampler = data.Sampler{N: n, Batch: c.Data.BatchSize, Rank: min(r, d-1), Size: d, Seed: c.Optim.Seed}
+	s.Sampler = data.Sampler{N: n, Batch: c.Data.BatchSize, Rank: min(r, d-1), Size: d, Seed: c.Optim.Seed, Ordered: c.Data.Ordered}
+	s.plan = s.Sampler
+	if t, ok := s.trainSet.(tarImages); ok {
+		s.plan = &streamPlan{st: data.Stream{Counts: t.Counts, Seed: c.Optim.Seed, Shuffle: !c.Data.Ordered, Buffer: c.Data.ShuffleBuffer,
+			Batch: c.Data.BatchSize, Size: d}, rank: min(r, d-1), set: t.TarSet}
+	}
 	spe := s.Sampler.StepsPerEpoch()
 	if spe == 0 {
 		return fmt.Errorf("--batch-size %d: each of the %d data-parallel ranks' shards holds %d of the %d training samples, fewer than one batch; lower --batch-size",

@@ -3,6 +3,9 @@ package trainer
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -48,6 +51,17 @@ type folderImages struct{ *data.ImageSet }
 func (s folderImages) XSize() int     { return s.SampleSize() }
 func (s folderImages) YSize() int     { return 1 }
 func (s folderImages) prefetch() bool { return true }
+
+// tarImages are tar shards, read in each rank's order (streamSampler)
+// and decoded batch by batch.
+type tarImages struct{ *data.TarSet }
+
+func (s tarImages) XSize() int        { return s.SampleSize() }
+func (s tarImages) YSize() int        { return 1 }
+func (s tarImages) prefetch() bool    { return true }
+func (s tarImages) key(id int) string { return s.TakeKey(id) }
+
+func (s folderImages) key(id int) string { return s.Paths[id] }
 
 // tokens are windows of a token corpus (a language model's data).
 type tokens struct{ w data.Windows }
@@ -119,12 +133,13 @@ func (s *Session) loadTokens() error {
 	return err
 }
 
-// loadFolders opens image folders (torchvision's ImageFolder layout) and
-// builds the model for their classes and --image-size.
+// loadFolders opens the images --data and --val-data name, image
+// folders (torchvision's ImageFolder layout) or tar shards (WebDataset's),
+// and builds the model for their classes and --image-size.
 func (s *Session) loadFolders() error {
 	c := &s.Cfg
 	d := &c.Data
-	train, val, err := data.OpenImageFolders(d.Dir, d.ValDir)
+	train, val, err := s.openImages()
 	if err != nil {
 		return err
 	}
@@ -158,11 +173,11 @@ func (s *Session) loadFolders() error {
 	if mean == [3]float32{} && std == [3]float32{} {
 		mean, std = data.ImageNetMean, data.ImageNetStd
 	}
-	view := func(f *data.Folder, training bool) *data.ImageSet {
-		return &data.ImageSet{Folder: f, Size: size, Resize: resize, Train: training, Crop: crop, Flip: flip,
+	view := func(training bool) data.View {
+		return data.View{Size: size, Resize: resize, Train: training, Crop: crop, Flip: flip,
 			Mean: mean, Std: std, Seed: c.Optim.Seed, Workers: workers, Skip: skip}
 	}
-	s.trainSet, s.testSet = folderImages{view(train, true)}, folderImages{view(val, false)}
+	s.trainSet, s.testSet = train.source(view(true)), val.source(view(false))
 	how := "training view: Resize " + fmt.Sprint(resize) + " and CenterCrop"
 	s.augmentDesc = "none (Resize and CenterCrop)"
 	if crop {
@@ -172,10 +187,17 @@ func (s *Session) loadFolders() error {
 		how += " and flip"
 		s.augmentDesc = strings.TrimPrefix(s.augmentDesc+" and flip", "none (Resize and CenterCrop) and ")
 	}
-	s.dataName = fmt.Sprintf("image folders %s and %s: %d training and %d validation images in %d classes, %dx%d views (%s; evaluation: Resize %d, CenterCrop %d), %d decoding goroutine(s); JPEG: %s",
-		train.Root, val.Root, len(train.Paths), len(val.Paths), len(train.Classes), size, size, how, resize, size, workers, data.JPEGDecoder())
+	order := ""
+	if train.shards != nil {
+		order = fmt.Sprintf(", read in order (--shuffle=false)")
+		if !d.Ordered {
+			order = fmt.Sprintf(", shards in a new order each epoch and a shuffle buffer of %d per rank", d.ShuffleBuffer)
+		}
+	}
+	s.dataName = fmt.Sprintf("%s and %s: %d training and %d validation images in %d classes%s, %dx%d views (%s; evaluation: Resize %d, CenterCrop %d), %d decoding goroutine(s); JPEG: %s",
+		train.desc, val.desc, train.n, val.n, train.classes, order, size, size, how, resize, size, workers, data.JPEGDecoder())
 	s.Model, err = s.buildModel(model.Config{Kind: c.Model.Kind, Hidden: c.Model.Hidden, Depth: c.Model.Depth,
-		Input: [3]int{3, size, size}, Classes: len(train.Classes)})
+		Input: [3]int{3, size, size}, Classes: train.classes})
 	if err != nil {
 		return err
 	}
@@ -183,4 +205,71 @@ func (s *Session) loadFolders() error {
 		s.Model.Config.Depth = 0
 	}
 	return nil
+}
+
+// imageSplit is one split of the images: a folder or tar shards.
+type imageSplit struct {
+	folder     *data.Folder
+	shards     *data.TarShards
+	desc       string
+	n, classes int
+	classNames []string // a folder's
+}
+
+func (sp imageSplit) source(v data.View) source {
+	if sp.shards != nil {
+		return tarImages{&data.TarSet{TarShards: sp.shards, View: v, Keys: os.Getenv(sampleLogEnv) != ""}}
+	}
+	return folderImages{&data.ImageSet{Folder: sp.folder, View: v}}
+}
+
+// openImages opens the training and validation splits: image folders
+// (--data's train/ and val/, or --data and --val-data) or tar shards
+// (--data's train-*.tar and val-*.tar, or --data and --val-data
+// patterns); the two may differ in kind, not in classes.
+func (s *Session) openImages() (train, val imageSplit, err error) {
+	d := &s.Cfg.Data
+	open := func(path, split string) (imageSplit, error) {
+		if pat, ok := data.ShardPattern(path, split); ok {
+			t, err := data.OpenTarShards(pat)
+			if err != nil {
+				return imageSplit{}, err
+			}
+			desc := fmt.Sprintf("tar shards %s (%d)", pat, len(t.Paths))
+			if t.Scanned > 0 {
+				desc = fmt.Sprintf("tar shards %s (%d, %d of them counted by reading them: not made by train data pack)", pat, len(t.Paths), t.Scanned)
+			}
+			return imageSplit{shards: t, desc: desc, n: t.N(), classes: t.Classes}, nil
+		}
+		f, err := data.ScanFolder(path)
+		if err != nil {
+			return imageSplit{}, err
+		}
+		return imageSplit{folder: f, desc: "image folder " + path, n: len(f.Paths), classes: len(f.Classes), classNames: f.Classes}, nil
+	}
+	tdir, vdir := d.Dir, d.ValDir
+	if d.tarShards() {
+		if vdir == "" {
+			if _, ok := data.ShardPattern(d.Dir, "val"); !ok || strings.HasSuffix(d.Dir, ".tar") {
+				return train, val, fmt.Errorf("--data %s: tar shards for training; give the validation images with --val-data (shards or a folder)", d.Dir)
+			}
+			vdir = d.Dir
+		}
+	} else if vdir == "" {
+		tdir, vdir = filepath.Join(d.Dir, "train"), filepath.Join(d.Dir, "val")
+	}
+	if train, err = open(tdir, "train"); err != nil {
+		return train, val, err
+	}
+	if val, err = open(vdir, "val"); err != nil {
+		return train, val, err
+	}
+	switch {
+	case train.classNames != nil && val.classNames != nil && !slices.Equal(train.classNames, val.classNames):
+		return train, val, fmt.Errorf("image folders %s and %s have different classes (%d and %d folders): a label must mean the same class in both",
+			tdir, vdir, train.classes, val.classes)
+	case val.classes > train.classes:
+		return train, val, fmt.Errorf("%s has %d classes, the training images %s only %d: a label must mean the same class in both", val.desc, val.classes, train.desc, train.classes)
+	}
+	return train, val, nil
 }

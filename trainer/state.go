@@ -100,6 +100,15 @@ func (s *Session) resumed(path string) error {
 		s.rep.say("resume: global batch was %d x %d, now %d x %d: continuing epoch %d at sample %d of it, %d in all\n",
 			oldSize, oldBatch, s.Sampler.Size, s.Sampler.Batch, st.Epoch+1, int64(st.StepInEpoch)*g, st.Samples)
 	}
+	if p, ok := s.plan.(positioned); ok {
+		done, err := p.resume(st.Meta["data_position"], st.Epoch, st.StepInEpoch)
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %v", path, err)
+		}
+		if done {
+			st.StepInEpoch = s.Sampler.StepsPerEpoch()
+		}
+	}
 	if st.StepInEpoch >= s.Sampler.StepsPerEpoch() {
 		st.Epoch, st.StepInEpoch = st.Epoch+1, 0
 	}
@@ -402,6 +411,11 @@ func (s *Session) checkpointMeta() (map[string]string, error) {
 	}
 	if s.tokenizer != "" {
 		meta["tokenizer"] = s.tokenizer // train generate decodes with it
+	}
+	if p, ok := s.plan.(positioned); ok {
+		if pos := p.position(s.State.Epoch, s.State.StepInEpoch); pos != "" {
+			meta["data_position"] = pos // what the epoch has consumed
+		}
 	}
 	if err := s.strategy.BeforeSave(meta); err != nil {
 		return nil, err

@@ -72,6 +72,8 @@ func (d *DataOptions) Validate() error {
 		return fmt.Errorf("--crop-pad %d: must not be negative", d.CropPad)
 	case d.Std != [3]float32{} && (d.Std[0] <= 0 || d.Std[1] <= 0 || d.Std[2] <= 0):
 		return fmt.Errorf("--std %v: every channel's must be positive", d.Std)
+	case d.ShuffleBuffer < 0:
+		return fmt.Errorf("--shuffle-buffer %d: must not be negative (0 or 1: no buffer)", d.ShuffleBuffer)
 	case d.ImageSize < 0 || d.Resize < 0 || d.Workers < 0:
 		return fmt.Errorf("--image-size %d --resize %d --data-workers %d: must not be negative", d.ImageSize, d.Resize, d.Workers)
 	case d.Dir == "synthetic" && d.SyntheticSamples <= 0:
@@ -197,12 +199,14 @@ var usedBy = []struct {
 	{"crop-pad", func(c *Config) any { return c.Data.CropPad }, func(c *Config) bool { crop, _ := c.augment(); return crop && !c.Data.imageFolder() }, withAugment,
 		"the crop augmentation of in-memory datasets (--augment crop, or auto with cnn and resnet; image folders crop as RandomResizedCrop)"},
 	{"val-data", func(c *Config) any { return c.Data.ValDir }, func(c *Config) bool { return c.Model.Kind != "gpt" }, withModel, "the image models"},
-	{"image-size", func(c *Config) any { return c.Data.ImageSize }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
-	{"resize", func(c *Config) any { return c.Data.Resize }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
-	{"mean", func(c *Config) any { return c.Data.Mean }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
-	{"std", func(c *Config) any { return c.Data.Std }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
-	{"skip-bad", func(c *Config) any { return c.Data.SkipBad }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
-	{"data-workers", func(c *Config) any { return c.Data.Workers }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders (--data DIR with train/ and val/, or --val-data)"},
+	{"image-size", func(c *Config) any { return c.Data.ImageSize }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders or tar shards (--data DIR with train/ and val/, --val-data, or --data SHARDS.tar)"},
+	{"resize", func(c *Config) any { return c.Data.Resize }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders or tar shards (--data DIR with train/ and val/, --val-data, or --data SHARDS.tar)"},
+	{"mean", func(c *Config) any { return c.Data.Mean }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders or tar shards (--data DIR with train/ and val/, --val-data, or --data SHARDS.tar)"},
+	{"std", func(c *Config) any { return c.Data.Std }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders or tar shards (--data DIR with train/ and val/, --val-data, or --data SHARDS.tar)"},
+	{"skip-bad", func(c *Config) any { return c.Data.SkipBad }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders or tar shards (--data DIR with train/ and val/, --val-data, or --data SHARDS.tar)"},
+	{"shuffle-buffer", func(c *Config) any { return c.Data.ShuffleBuffer }, func(c *Config) bool { return c.Data.tarShards() && !c.Data.Ordered }, withData,
+		"tar shards read shuffled (--data SHARDS.tar, not with --shuffle=false)"},
+	{"data-workers", func(c *Config) any { return c.Data.Workers }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders or tar shards (--data DIR with train/ and val/, --val-data, or --data SHARDS.tar)"},
 	{"momentum", func(c *Config) any { return c.Optim.Momentum }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},
 	{"nesterov", func(c *Config) any { return c.Optim.Nesterov }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},
 	{"beta1", func(c *Config) any { return c.Optim.Beta1 }, func(c *Config) bool { return c.Optim.Optimizer != "sgd" }, withOptimizer, "--optimizer adam or adamw"},

@@ -1,0 +1,136 @@
+package trainer
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"train/data"
+)
+
+// epochPlan decides which samples this rank trains on at each step of an
+// epoch: data.Sampler's permutation of every sample (sources read at
+// random), or a data.Stream's plan (tar shards, read in order).
+type epochPlan interface {
+	StepsPerEpoch() int
+	// Epoch is this rank's samples for epoch e, Batch a step; its
+	// length says the epoch's steps (a resumed epoch may have other
+	// than StepsPerEpoch). Steps before the resumed one are not read.
+	Epoch(e int) []int
+}
+
+// positioned is an order whose place in an epoch a checkpoint must keep
+// beyond the step: a stream's consumed samples.
+type positioned interface {
+	// position is the epoch's position at step, for the checkpoint.
+	position(epoch, step int) string
+	// resume places the run from a checkpoint's position; done: the
+	// epoch has no steps left.
+	resume(text string, epoch, step int) (done bool, err error)
+}
+
+// streamPlan plans tar shards' epochs (data.Stream) and tells the
+// TarSet the order it reads its samples in.
+type streamPlan struct {
+	st   data.Stream
+	rank int
+	set  *data.TarSet
+	seg  *data.Segment // the epoch's segment under way
+	next *data.Segment // a resumed one, for its epoch's Epoch call
+}
+
+func (o *streamPlan) StepsPerEpoch() int { return o.st.StepsPerEpoch() }
+
+func (o *streamPlan) Epoch(e int) []int {
+	seg := o.next
+	o.next = nil
+	if seg == nil || seg.Epoch != e {
+		seg = o.st.Segment(e, 0, nil)
+	}
+	o.seg = seg
+	read, mine := seg.Rank(o.rank)
+	o.set.Expect(read)
+	b := o.st.Batch
+	out := make([]int, (seg.Start+seg.Steps)*b)
+	for i := range seg.Start * b {
+		out[i] = -1
+	}
+	copy(out[seg.Start*b:], mine)
+	return out
+}
+
+func (o *streamPlan) position(epoch, step int) string {
+	if o.seg == nil || o.seg.Epoch != epoch {
+		return ""
+	}
+	return o.seg.Position(step)
+}
+
+func (o *streamPlan) resume(text string, epoch, step int) (bool, error) {
+	if text == "" {
+		// A checkpoint of a run on other data: what the epoch consumed
+		// is not known, so its rest reads the shards afresh.
+		seg := o.st.Segment(epoch, step, nil)
+		seg.Steps = max(0, min(seg.Steps, o.st.StepsPerEpoch()-step))
+		o.next = seg
+		return seg.Steps == 0, nil
+	}
+	seg, err := o.st.Resume(text, step)
+	if err != nil {
+		return false, err
+	}
+	if seg.Epoch != epoch {
+		return false, fmt.Errorf("the checkpoint's data position is in epoch %d, its step in epoch %d", seg.Epoch+1, epoch+1)
+	}
+	o.next = seg
+	return seg.Start+seg.Steps <= step, nil
+}
+
+// sampleLogEnv names a directory where each rank writes the keys of the
+// samples it trains on (samples-rankNNNNN.txt: epoch, step and key per
+// line): a record to check which samples an epoch read, for tests and
+// for a user who doubts it.
+const sampleLogEnv = "TRAIN_SAMPLE_LOG"
+
+// keyed is a source whose samples have names: a folder's paths, a tar
+// shard's keys.
+type keyed interface{ key(id int) string }
+
+// sampleLog writes the sample record when TRAIN_SAMPLE_LOG asks for it.
+type sampleLog struct {
+	f   *os.File
+	src keyed
+}
+
+func openSampleLog(rank int, src source) (*sampleLog, error) {
+	dir := os.Getenv(sampleLogEnv)
+	k, ok := src.(keyed)
+	if dir == "" || !ok {
+		return nil, nil
+	}
+	p := filepath.Join(dir, fmt.Sprintf("samples-rank%05d.txt", rank))
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", sampleLogEnv, err)
+	}
+	return &sampleLog{f: f, src: k}, nil
+}
+
+// step records the samples of a step trained on.
+func (l *sampleLog) step(epoch, step int, ids []int) {
+	if l == nil {
+		return
+	}
+	var b strings.Builder
+	for _, id := range ids {
+		fmt.Fprintf(&b, "%d %d %s\n", epoch, step, l.src.key(id))
+	}
+	l.f.WriteString(b.String())
+}
+
+func (l *sampleLog) close() {
+	if l != nil {
+		l.f.Close()
+	}
+}
