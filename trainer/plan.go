@@ -28,6 +28,9 @@ type positioned interface {
 	// resume places the run from a checkpoint's position; done: the
 	// epoch has no steps left.
 	resume(text string, epoch, step int) (done bool, err error)
+	// pending is the position resume placed the run at, for the other
+	// ranks (rank 0 reads the checkpoint), "" when none.
+	pending(step int) string
 }
 
 // streamPlan plans tar shards' epochs (data.Stream) and tells the
@@ -68,23 +71,30 @@ func (o *streamPlan) position(epoch, step int) string {
 }
 
 func (o *streamPlan) resume(text string, epoch, step int) (bool, error) {
+	var seg *data.Segment
 	if text == "" {
 		// A checkpoint of a run on other data: what the epoch consumed
 		// is not known, so its rest reads the shards afresh.
-		seg := o.st.Segment(epoch, step, nil)
-		seg.Steps = max(0, min(seg.Steps, o.st.StepsPerEpoch()-step))
-		o.next = seg
-		return seg.Steps == 0, nil
+		seg = o.st.Segment(epoch, step, nil)
+	} else {
+		var err error
+		if seg, err = o.st.Resume(text, step); err != nil {
+			return false, err
+		}
+		if seg.Epoch != epoch {
+			return false, fmt.Errorf("the checkpoint's data position is in epoch %d, its step in epoch %d", seg.Epoch+1, epoch+1)
+		}
 	}
-	seg, err := o.st.Resume(text, step)
-	if err != nil {
-		return false, err
-	}
-	if seg.Epoch != epoch {
-		return false, fmt.Errorf("the checkpoint's data position is in epoch %d, its step in epoch %d", seg.Epoch+1, epoch+1)
-	}
+	seg.Steps = max(0, min(seg.Steps, o.st.StepsPerEpoch()-seg.Start))
 	o.next = seg
 	return seg.Start+seg.Steps <= step, nil
+}
+
+func (o *streamPlan) pending(step int) string {
+	if o.next == nil {
+		return ""
+	}
+	return o.next.Position(step)
 }
 
 // sampleLogEnv names a directory where each rank writes the keys of the

@@ -195,6 +195,26 @@ func (s *Session) bcastPosition(w *mpi.World) error {
 	}
 	st.Step, st.Epoch, st.StepInEpoch, s.lastSaved, st.Samples = int(pos[0]), int(pos[1]), int(pos[2]), int(pos[3]), pos[4]
 	sc.Warmup, sc.Total, sc.StepSize, sc.Batch = int(pos[5]), int(pos[6]), int(pos[7]), pos[8]
+	if p, ok := s.plan.(positioned); ok {
+		// What a resumed epoch of tar shards consumed: rank 0 read it.
+		var text []byte
+		if w.Rank() == 0 {
+			text = []byte(p.pending(st.StepInEpoch))
+		}
+		n := []int64{int64(len(text))}
+		if err := w.BcastInt64(n, 0); err != nil {
+			return err
+		}
+		text = append(text, make([]byte, int(n[0])-len(text))...)
+		if err := w.BcastBytes(text, 0); err != nil {
+			return err
+		}
+		if w.Rank() != 0 && len(text) > 0 {
+			if _, err := p.resume(string(text), st.Epoch, st.StepInEpoch); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
