@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -67,6 +68,10 @@ func OpenTarShards(pattern string) (*TarShards, error) {
 	t.starts = make([]int, len(paths)+1)
 	for i, p := range paths {
 		if errs[i] != nil {
+			var pe *fs.PathError
+			if errors.As(errs[i], &pe) {
+				errs[i] = pe.Err // the path is named once
+			}
 			return nil, fmt.Errorf("tar shard %s: %v", p, errs[i])
 		}
 		if t.Counts[i] == 0 {
