@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +29,7 @@ var dataCommand = &cli.Command{
 		Action: packFolders,
 	}, {
 		Name:      "check",
-		Usage:     "decode every image of image folders (DIR with train/ and val/, or class folders) and name the files that do not decode",
+		Usage:     "decode every image of image folders (DIR with train/ and val/, or class folders) or tar shards (a pattern, or a directory train data pack wrote) and name the files that do not decode",
 		UsageText: "train data check /data/imagenet",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "workers", Usage: "decoding goroutines (default: the cores)"},
@@ -110,12 +111,15 @@ func benchFolder(c *cli.Context) error {
 // dir itself), printing each file that does not decode and a summary;
 // it returns how many did not.
 func checkFolders(c *cli.Context, dir string, workers int) (int, error) {
+	if workers == 0 {
+		workers = runtime.NumCPU()
+	}
+	if _, ok := data.ShardPattern(dir, "train"); ok {
+		return checkShards(c, dir, workers)
+	}
 	roots := []string{dir}
 	if data.IsImageFolder(dir) {
 		roots = []string{filepath.Join(dir, "train"), filepath.Join(dir, "val")}
-	}
-	if workers == 0 {
-		workers = runtime.NumCPU()
 	}
 	total := 0
 	for _, root := range roots {
@@ -149,6 +153,34 @@ func checkFolders(c *cli.Context, dir string, workers int) (int, error) {
 		}
 		fmt.Fprintf(c.App.Writer, "%s: %d images in %d classes, %d that do not decode (JPEG: %s)\n", root, len(f.Paths), len(f.Classes), bad, data.JPEGDecoder())
 		total += bad
+	}
+	return total, nil
+}
+
+// checkShards is checkFolders for tar shards: a pattern, or a directory
+// of train-*.tar and val-*.tar.
+func checkShards(c *cli.Context, dir string, workers int) (int, error) {
+	var patterns []string
+	for _, split := range []string{"train", "val"} {
+		if p, ok := data.ShardPattern(dir, split); ok && (split == "train" || !strings.HasSuffix(dir, ".tar")) {
+			patterns = append(patterns, p)
+		}
+	}
+	total := 0
+	for _, p := range patterns {
+		t, err := data.OpenTarShards(p)
+		if err != nil {
+			return 0, err
+		}
+		bad, err := t.Check(workers)
+		if err != nil {
+			return 0, err
+		}
+		for _, err := range bad {
+			fmt.Fprintln(c.App.Writer, err)
+		}
+		fmt.Fprintf(c.App.Writer, "%s: %d images in %d shards, %d that do not decode (JPEG: %s)\n", p, t.N(), len(t.Paths), len(bad), data.JPEGDecoder())
+		total += len(bad)
 	}
 	return total, nil
 }

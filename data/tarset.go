@@ -462,3 +462,58 @@ func ShardPattern(path, split string) (string, bool) {
 	}
 	return filepath.Join(path, fmt.Sprintf("%s-{000000..%06d}.tar", split, n-1)), true
 }
+
+// Check decodes every image of the shards, workers shards at a time,
+// and returns the samples that do not decode, each named (shard:member)
+// with the reason, in the shards' order. A shard that does not read as
+// tar is the error.
+func (t *TarShards) Check(workers int) ([]error, error) {
+	bad := make([][]error, len(t.Paths))
+	errs := make([]error, len(t.Paths))
+	next := make(chan int, len(t.Paths))
+	for i := range t.Paths {
+		next <- i
+	}
+	close(next)
+	var wg sync.WaitGroup
+	for range max(1, workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf []uint8
+			for i := range next {
+				r, err := openShard(t.Paths[i])
+				if err != nil {
+					errs[i] = err
+					continue
+				}
+				for {
+					s, err := r.sample(false)
+					if err == io.EOF {
+						break
+					}
+					if err != nil {
+						errs[i] = fmt.Errorf("tar shard %s: %v", t.Paths[i], err)
+						break
+					}
+					pix, _, _, err := decodeBytesInto(buf, s.image, s.name)
+					if err != nil {
+						bad[i] = append(bad[i], err)
+					} else if cap(pix) > cap(buf) {
+						buf = pix
+					}
+				}
+				r.close()
+			}
+		}()
+	}
+	wg.Wait()
+	var all []error
+	for i := range t.Paths {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		all = append(all, bad[i]...)
+	}
+	return all, nil
+}

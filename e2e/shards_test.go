@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"archive/tar"
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,7 +160,27 @@ for p in sys.argv[1:]:
 	}
 	onceEach(t, "np=2 stopped at step 6, resumed at np=3", sampleKeys(t, logs)[0], keys)
 
+	// A shard of another tool (no count header) with a broken image:
+	// `train data check` names it and exits 1; training stops in one line
+	// naming it, or with --skip-bad runs on.
+	broken := filepath.Join(shards, "train-000001.tar")
+	breakShard(t, broken)
+	if r := trainRun(t, 0, time.Minute, nil, "data", "check", shards); r.code != 1 || !strings.Contains(r.stdout, broken+":") || !strings.Contains(r.stdout, "1 that do not decode") {
+		t.Errorf("train data check on a broken shard: exit %d, want 1 and the member named:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = trainRun(t, 2, 3*time.Minute, nil, append(slices.Clone(base), "--epochs", "1")...)
+	if lines := trainLines(r.stderr); r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], broken+":") {
+		t.Errorf("training on a broken shard: exit %d, want one line naming %s:\n%s", r.code, broken, r.stderr)
+	}
+	noTrace(t, r)
+	r = run(2, t.TempDir(), "--epochs", "1", "--skip-bad")
+	if !strings.Contains(r.stderr, "skipping an image that does not decode") || !strings.Contains(r.stdout, "counted by reading them") {
+		t.Errorf("--skip-bad on a broken shard of another tool: no warning, or no word of the shard counted by reading it:\n%s\n%s", r.stdout, r.stderr)
+	}
+
 	// Resumed at the same np: the same order, the same weights.
+	_, shards = packed(t)
+	base[5] = shards
 	dir := t.TempDir()
 	straight, split := filepath.Join(dir, "straight"), filepath.Join(dir, "split")
 	run(2, t.TempDir(), "--max-steps", "20", "--checkpoint-dir", straight)
@@ -165,5 +188,43 @@ for p in sys.argv[1:]:
 	run(2, t.TempDir(), "--max-steps", "20", "--checkpoint-dir", split, "--resume")
 	if !sameFiles(t, filepath.Join(straight, "step-00000020.safetensors"), filepath.Join(split, "step-00000020.safetensors")) {
 		t.Error("np=2 stopped at step 7 (mid-epoch) and resumed does not end on the straight run's checkpoint")
+	}
+}
+
+// breakShard rewrites a shard as another tool would (Go's archive/tar, no
+// count header), cutting its first image to a third.
+func breakShard(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	tr, tw := tar.NewReader(f), tar.NewWriter(&buf)
+	cut := false
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		b, _ := io.ReadAll(tr)
+		if !cut && !strings.HasSuffix(h.Name, ".cls") {
+			b, cut = b[:len(b)/3], true
+		}
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: h.Name, Mode: 0o644, Size: int64(len(b))})
+		tw.Write(b)
+	}
+	f.Close()
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
