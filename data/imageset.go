@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 )
 
@@ -34,10 +33,11 @@ type View struct {
 	Seed         uint64
 	Workers      int // decoding goroutines per batch (at least 1)
 	// Skip, when set, is told of each sample that does not decode (its
-	// path and why), which is then replaced by the next sample in index
-	// order that does: a function of the index alone, so every np
-	// reads the same replacements and the same number of steps. Unset, a
-	// bad sample is the batch's error.
+	// path and why), which is then replaced: in a folder by the next
+	// sample in index order that does (a function of the index alone, so
+	// every np reads the same replacements), in tar shards by the batch's
+	// next good sample (TarSet.decode). Either way the steps stay the
+	// same. Unset, a bad sample is the batch's error.
 	Skip func(path string, err error)
 }
 
@@ -49,27 +49,6 @@ func IsImageFolder(dir string) bool {
 		}
 	}
 	return true
-}
-
-// OpenImageFolders scans the training and validation folders: dir/train
-// and dir/val, or dir and valDir when valDir is set. Both must have the
-// same classes, so that a label means one class in both.
-func OpenImageFolders(dir, valDir string) (train, val *Folder, err error) {
-	tdir, vdir := dir, valDir
-	if valDir == "" {
-		tdir, vdir = filepath.Join(dir, "train"), filepath.Join(dir, "val")
-	}
-	if train, err = ScanFolder(tdir); err != nil {
-		return nil, nil, err
-	}
-	if val, err = ScanFolder(vdir); err != nil {
-		return nil, nil, err
-	}
-	if !slices.Equal(train.Classes, val.Classes) {
-		return nil, nil, fmt.Errorf("image folders %s and %s have different classes (%d and %d folders): a label must mean the same class in both",
-			tdir, vdir, len(train.Classes), len(val.Classes))
-	}
-	return train, val, nil
 }
 
 // Len is the number of samples.
