@@ -194,8 +194,12 @@ func (s *Session) loadFolders() error {
 			order = fmt.Sprintf(", shards in a new order each epoch and a shuffle buffer of %d per rank", d.ShuffleBuffer)
 		}
 	}
-	s.dataName = fmt.Sprintf("%s and %s: %d training and %d validation images in %d classes%s, %dx%d views (%s; evaluation: Resize %d, CenterCrop %d), %d decoding goroutine(s); JPEG: %s",
-		train.desc, val.desc, train.n, val.n, train.classes, order, size, size, how, resize, size, workers, data.JPEGDecoder())
+	what := train.desc + " and " + val.desc
+	if train.folder != nil && val.folder != nil {
+		what = "image folders " + train.folder.Root + " and " + val.folder.Root
+	}
+	s.dataName = fmt.Sprintf("%s: %d training and %d validation images in %d classes%s, %dx%d views (%s; evaluation: Resize %d, CenterCrop %d), %d decoding goroutine(s); JPEG: %s",
+		what, train.n, val.n, train.classes, order, size, size, how, resize, size, workers, data.JPEGDecoder())
 	s.Model, err = s.buildModel(model.Config{Kind: c.Model.Kind, Hidden: c.Model.Hidden, Depth: c.Model.Depth,
 		Input: [3]int{3, size, size}, Classes: train.classes})
 	if err != nil {
