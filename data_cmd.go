@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -128,22 +127,7 @@ func checkFolders(c *cli.Context, dir string, workers int) (int, error) {
 			return 0, err
 		}
 		errs := make([]error, len(f.Paths))
-		next := make(chan int, len(f.Paths))
-		for i := range f.Paths {
-			next <- i
-		}
-		close(next)
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range next {
-					_, _, _, errs[i] = data.DecodeRGB(f.Paths[i])
-				}
-			}()
-		}
-		wg.Wait()
+		data.ForEach(len(f.Paths), workers, func(i int) { _, _, _, errs[i] = data.DecodeRGB(f.Paths[i]) })
 		bad := 0
 		for _, err := range errs {
 			if err != nil {

@@ -63,22 +63,9 @@ func (s *ImageSet) SampleSize() int { return 3 * s.Size * s.Size }
 func (s *ImageSet) Batch(x []float32, y []int32, idx []int, epoch int) error {
 	n := s.SampleSize()
 	errs := make([]error, len(idx))
-	next := make(chan int, len(idx))
-	for b := range idx {
-		next <- b
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range max(1, min(s.Workers, len(idx))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := range next {
-				y[b], errs[b] = s.sampleOrNext(x[b*n:(b+1)*n], idx[b], epoch)
-			}
-		}()
-	}
-	wg.Wait()
+	ForEach(len(idx), s.Workers, func(b int) {
+		y[b], errs[b] = s.sampleOrNext(x[b*n:(b+1)*n], idx[b], epoch)
+	})
 	for _, err := range errs {
 		if err != nil {
 			return err

@@ -71,14 +71,13 @@ func Pack(f *Folder, dir, prefix string, shardBytes int64, done func(path string
 
 // writeShard writes samples [start, end) of f to path, atomically.
 func writeShard(path string, f *Folder, keys []string, start, end int) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	w := bufio.NewWriterSize(tmp, 1<<20)
+	return writeAtomic(path, func(w *bufio.Writer) error { return packSamples(w, f, keys, start, end) })
+}
+
+// packSamples writes samples [start, end) of f to w as a tar file.
+func packSamples(w *bufio.Writer, f *Folder, keys []string, start, end int) error {
 	tw := tar.NewWriter(w)
-	err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header", PAXRecords: map[string]string{
+	err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, Name: "pax_global_header", PAXRecords: map[string]string{
 		paxSamples: strconv.Itoa(end - start), paxClasses: strconv.Itoa(len(f.Classes))}})
 	for i := start; i < end && err == nil; i++ {
 		var b []byte
@@ -102,20 +101,5 @@ func writeShard(path string, f *Folder, keys []string, start, end int) error {
 	if err == nil {
 		err = tw.Close()
 	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	return nil
+	return err
 }

@@ -30,34 +30,14 @@ const (
 // temporary file in the same directory, renamed), so a killed tokenizer
 // leaves no half shard that looks whole.
 func WriteShard(path string, tokens []uint16) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	var hdr [256]int32
-	hdr[0], hdr[1], hdr[2] = ShardMagic, ShardVersion, int32(len(tokens))
-	err = binary.Write(w, binary.LittleEndian, hdr[:])
-	if err == nil {
-		err = binary.Write(w, binary.LittleEndian, tokens)
-	}
-	if err == nil {
-		err = w.Flush()
-	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %v", path, err)
-	}
-	return nil
+	return writeAtomic(path, func(w *bufio.Writer) error {
+		var hdr [256]int32
+		hdr[0], hdr[1], hdr[2] = ShardMagic, ShardVersion, int32(len(tokens))
+		if err := binary.Write(w, binary.LittleEndian, hdr[:]); err != nil {
+			return err
+		}
+		return binary.Write(w, binary.LittleEndian, tokens)
+	})
 }
 
 // ReadShard reads the shard at path and checks it: the magic, the

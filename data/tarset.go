@@ -49,22 +49,9 @@ func OpenTarShards(pattern string) (*TarShards, error) {
 	classes := make([]int, len(paths))
 	scanned := make([]bool, len(paths))
 	errs := make([]error, len(paths))
-	next := make(chan int, len(paths))
-	for i := range paths {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range min(8, len(paths)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				t.Counts[i], classes[i], scanned[i], errs[i] = countShard(paths[i])
-			}
-		}()
-	}
-	wg.Wait()
+	ForEach(len(paths), 8, func(i int) {
+		t.Counts[i], classes[i], scanned[i], errs[i] = countShard(paths[i])
+	})
 	t.starts = make([]int, len(paths)+1)
 	for i, p := range paths {
 		if errs[i] != nil {
@@ -383,22 +370,9 @@ func (t *TarSet) shardErr(err error) error {
 func (t *TarSet) decode(x []float32, y []int32, idx []int, raws []rawSample, epoch int) error {
 	n := t.SampleSize()
 	errs := make([]error, len(idx))
-	next := make(chan int, len(idx))
-	for b := range idx {
-		next <- b
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range max(1, min(t.Workers, len(idx))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for b := range next {
-				y[b], errs[b] = raws[b].label, t.render(x[b*n:(b+1)*n], raws[b].image, raws[b].name, idx[b], epoch)
-			}
-		}()
-	}
-	wg.Wait()
+	ForEach(len(idx), t.Workers, func(b int) {
+		y[b], errs[b] = raws[b].label, t.render(x[b*n:(b+1)*n], raws[b].image, raws[b].name, idx[b], epoch)
+	})
 	good := -1
 	for b, err := range errs {
 		if err == nil {
@@ -470,44 +444,27 @@ func ShardPattern(path, split string) (string, bool) {
 func (t *TarShards) Check(workers int) ([]error, error) {
 	bad := make([][]error, len(t.Paths))
 	errs := make([]error, len(t.Paths))
-	next := make(chan int, len(t.Paths))
-	for i := range t.Paths {
-		next <- i
-	}
-	close(next)
-	var wg sync.WaitGroup
-	for range max(1, workers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf []uint8
-			for i := range next {
-				r, err := openShard(t.Paths[i])
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				for {
-					s, err := r.sample(false)
-					if err == io.EOF {
-						break
-					}
-					if err != nil {
-						errs[i] = fmt.Errorf("tar shard %s: %v", t.Paths[i], err)
-						break
-					}
-					pix, _, _, err := decodeBytesInto(buf, s.image, s.name)
-					if err != nil {
-						bad[i] = append(bad[i], err)
-					} else if cap(pix) > cap(buf) {
-						buf = pix
-					}
-				}
-				r.close()
+	ForEach(len(t.Paths), workers, func(i int) {
+		r, err := openShard(t.Paths[i])
+		if err != nil {
+			errs[i] = err
+			return
+		}
+		defer r.close()
+		for {
+			s, err := r.sample(false)
+			if err == io.EOF {
+				return
 			}
-		}()
-	}
-	wg.Wait()
+			if err != nil {
+				errs[i] = fmt.Errorf("tar shard %s: %v", t.Paths[i], err)
+				return
+			}
+			if _, _, _, err := decodeBytesInto(nil, s.image, s.name); err != nil {
+				bad[i] = append(bad[i], err)
+			}
+		}
+	})
 	var all []error
 	for i := range t.Paths {
 		if errs[i] != nil {
