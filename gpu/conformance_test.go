@@ -101,6 +101,7 @@ func conform(t *testing.T, c *gpu.Ctx, cfg model.Config, b int) {
 		t.Fatal(err)
 	}
 	m.Init(7)
+	m.KeepActGrads = true // every layer's input gradient, compared below
 	p := m.Params
 	net, err := gpu.NewNet(c, m) // uploads the initial parameters and buffers
 	if err != nil {

@@ -15,11 +15,11 @@ type BasicBlock struct {
 	conv1, conv2, scConv *Conv2D
 	bn1, bn2, scBN       *BatchNorm2d
 	in, out              int // values per sample
-	// Activations kept from Forward for Backward, and backward scratch.
-	// b1 is relu(bn1(c1)): the ReLU is fused into bn1.
-	c1, b1, c2, b2, s1, s2 []float32
-	g, t1, t2, dxs         []float32
-	batch                  int
+	// Activations kept from Forward for Backward; the rest is the model's
+	// scratch. b1 is relu(bn1(c1)): the ReLU is fused into bn1.
+	c1, b1, c2, s1 []float32
+	mode           *Mode
+	batch          int
 }
 
 // NewBasicBlock builds a block from (h, w, inC) to (h/stride, w/stride,
@@ -31,7 +31,7 @@ func NewBasicBlock(p *Params, mode *Mode, prefix string, inC, h, w, outC, stride
 // newBasicBlock is NewBasicBlock with the projection shortcut named sc
 // ("shortcut" in the CIFAR ResNets, torchvision's "downsample").
 func newBasicBlock(p *Params, mode *Mode, prefix string, inC, h, w, outC, stride int, sc string) *BasicBlock {
-	b := &BasicBlock{}
+	b := &BasicBlock{mode: mode}
 	b.conv1 = NewConv2D(p, prefix+".conv1", inC, h, w, outC, 3, stride, 1, false)
 	oh, ow := b.conv1.outH, b.conv1.outW
 	b.bn1 = NewBatchNorm2d(p, mode, prefix+".bn1", outC, oh, ow).WithReLU()
@@ -62,12 +62,9 @@ func (b *BasicBlock) ensure(n int) {
 	}
 	b.batch = n
 	o := n * b.out
-	for _, p := range []*[]float32{&b.c1, &b.b1, &b.c2, &b.b2, &b.g, &b.t1, &b.t2} {
-		*p = make([]float32, o)
-	}
+	b.c1, b.b1, b.c2 = make([]float32, o), make([]float32, o), make([]float32, o)
 	if b.scConv != nil {
-		b.s1, b.s2 = make([]float32, o), make([]float32, o)
-		b.dxs = make([]float32, n*b.in)
+		b.s1 = make([]float32, o)
 	}
 }
 
@@ -78,27 +75,34 @@ func (b *BasicBlock) Forward(y, x []float32, n int) {
 	b.conv1.Forward(b.c1, x, n)
 	b.bn1.Forward(b.b1, b.c1, n)
 	b.conv2.Forward(b.c2, b.b1, n)
-	b.bn2.Forward(b.b2, b.c2, n)
+	b2 := b.mode.scratch.get(slotSum, o)
+	b.bn2.Forward(b2, b.c2, n)
 	short := x
 	if b.scConv != nil {
+		short = b.mode.scratch.get(slotShort, o)
 		b.scConv.Forward(b.s1, x, n)
-		b.scBN.Forward(b.s2, b.s1, n)
-		short = b.s2
+		b.scBN.Forward(short, b.s1, n)
 	}
-	addReLU(y, b.b2, short, o)
+	addReLU(y, b2, short, o)
 }
 
 // Backward through both branches; dx is the sum of their input gradients.
 func (b *BasicBlock) Backward(dx, dy, x, y []float32, n int) {
 	o := n * b.out
-	g := b.g[:o] // gradient of the sum before the last ReLU
+	s := &b.mode.scratch
+	g := s.get(slotGrad, o) // gradient of the sum before the last ReLU
+	t1, t2 := s.get(slotT1, o), s.get(slotT2, o)
 	reluMask(g, dy, y, o)
 	// Residual branch, last layer first.
-	b.bn2.Backward(b.t1, g, b.c2, b.b2, n)      // t1 = d c2
-	b.conv2.Backward(b.t2, b.t1, b.b1, b.c2, n) // t2 = d b1
-	b.bn1.Backward(b.t1, b.t2, b.c1, b.b1, n)   // t1 = d c1 (ReLU mask inside)
+	b.bn2.Backward(t1, g, b.c2, nil, n)     // t1 = d c2 (no ReLU: no output needed)
+	b.conv2.Backward(t2, t1, b.b1, b.c2, n) // t2 = d b1
+	b.bn1.Backward(t1, t2, b.c1, b.b1, n)   // t1 = d c1 (ReLU mask inside)
 	// Shortcut (t2 is free again: its scratch).
-	shortcutBackward(dx, x, g, b.t1, b.c1, b.conv1, b.scConv, b.scBN, b.s1, b.s2, b.t2, b.dxs, n, b.in, b.out)
+	var dxs []float32
+	if b.scConv != nil {
+		dxs = s.get(slotShortDx, n*b.in)
+	}
+	shortcutBackward(dx, x, g, t1, b.c1, b.conv1, b.scConv, b.scBN, b.s1, t2, dxs, n, b.in, b.out)
 }
 
 func (b *BasicBlock) init(rng *rand.Rand)        { initAll(b.parts(), rng) }
@@ -125,12 +129,12 @@ func flopsOf(ls []Layer) (fwd, dw, dx int64) {
 // shortcutBackward ends a residual block's backward: g is the gradient
 // of the sum (after the last ReLU's mask), t the gradient at the
 // branch's first convolution's output (conv1's dy). With a projection
-// (scConv, scBN over s1 and s2, sg and dxs its scratch) both paths'
+// (scConv, scBN over s1; sg and dxs scratch) both paths'
 // input gradients are summed into dx; without, dx is conv1's plus g.
 // dx nil: the weight gradients only.
-func shortcutBackward(dx, x, g, t, c1 []float32, conv1, scConv *Conv2D, scBN *BatchNorm2d, s1, s2, sg, dxs []float32, n, in, out int) {
+func shortcutBackward(dx, x, g, t, c1 []float32, conv1, scConv *Conv2D, scBN *BatchNorm2d, s1, sg, dxs []float32, n, in, out int) {
 	if scConv != nil {
-		scBN.Backward(sg, g, s1, s2, n) // sg = d s1
+		scBN.Backward(sg, g, s1, nil, n) // sg = d s1 (no ReLU: no output needed)
 		if dx == nil {
 			scConv.Backward(nil, sg, x, s1, n)
 			conv1.Backward(nil, t, x, c1, n)

@@ -17,10 +17,10 @@ type Bottleneck struct {
 	bn1, bn2, bn3, scBN         *BatchNorm2d
 	in, mid1, mid2, out         int // values per sample: input, after conv1, after conv2, output
 	// Activations kept from Forward for Backward (b1 and b2 with their
-	// ReLU fused into the BatchNorm), and backward scratch.
-	c1, b1, c2, b2, c3, b3, s1, s2 []float32
-	g, t3, sg, u2, t2, u1, t1, dxs []float32
-	batch                          int
+	// ReLU fused into the BatchNorm); the rest is the model's scratch.
+	c1, b1, c2, b2, c3, s1 []float32
+	mode                   *Mode
+	batch                  int
 }
 
 // Expansion is the Bottleneck's output channels per width.
@@ -29,7 +29,7 @@ const Expansion = 4
 // NewBottleneck builds a block from (h, w, inC) to (h/stride, w/stride,
 // 4 width).
 func NewBottleneck(p *Params, mode *Mode, prefix string, inC, h, w, width, stride int) *Bottleneck {
-	b := &Bottleneck{}
+	b := &Bottleneck{mode: mode}
 	out := Expansion * width
 	b.conv1 = NewConv2D(p, prefix+".conv1", inC, h, w, width, 1, 1, 0, false)
 	b.bn1 = NewBatchNorm2d(p, mode, prefix+".bn1", width, h, w).WithReLU()
@@ -62,21 +62,11 @@ func (b *Bottleneck) ensure(n int) {
 		return
 	}
 	b.batch = n
-	for _, s := range []struct {
-		size int
-		bufs []*[]float32
-	}{
-		{b.mid1, []*[]float32{&b.c1, &b.b1, &b.u1, &b.t1}},
-		{b.mid2, []*[]float32{&b.c2, &b.b2, &b.u2, &b.t2}},
-		{b.out, []*[]float32{&b.c3, &b.b3, &b.g, &b.t3}},
-	} {
-		for _, p := range s.bufs {
-			*p = make([]float32, n*s.size)
-		}
-	}
+	b.c1, b.b1 = make([]float32, n*b.mid1), make([]float32, n*b.mid1)
+	b.c2, b.b2 = make([]float32, n*b.mid2), make([]float32, n*b.mid2)
+	b.c3 = make([]float32, n*b.out)
 	if b.scConv != nil {
-		b.s1, b.s2, b.sg = make([]float32, n*b.out), make([]float32, n*b.out), make([]float32, n*b.out)
-		b.dxs = make([]float32, n*b.in)
+		b.s1 = make([]float32, n*b.out)
 	}
 }
 
@@ -88,34 +78,42 @@ func (b *Bottleneck) Forward(y, x []float32, n int) {
 	b.conv2.Forward(b.c2, b.b1, n)
 	b.bn2.Forward(b.b2, b.c2, n)
 	b.conv3.Forward(b.c3, b.b2, n)
-	b.bn3.Forward(b.b3, b.c3, n)
+	b3 := b.mode.scratch.get(slotSum, n*b.out)
+	b.bn3.Forward(b3, b.c3, n)
 	short := x
 	if b.scConv != nil {
+		short = b.mode.scratch.get(slotShort, n*b.out)
 		b.scConv.Forward(b.s1, x, n)
-		b.scBN.Forward(b.s2, b.s1, n)
-		short = b.s2
+		b.scBN.Forward(short, b.s1, n)
 	}
-	addReLU(y, b.b3, short, n*b.out)
+	addReLU(y, b3, short, n*b.out)
 }
 
 // Backward through both branches; dx is the sum of their input gradients.
 func (b *Bottleneck) Backward(dx, dy, x, y []float32, n int) {
 	o := n * b.out
-	g := b.g[:o] // gradient of the sum before the last ReLU
+	s := &b.mode.scratch
+	g := s.get(slotGrad, o) // gradient of the sum before the last ReLU
+	t3, u2, t2 := s.get(slotT1, o), s.get(slotT2, n*b.mid2), s.get(slotT3, n*b.mid2)
+	u1, t1 := s.get(slotT4, n*b.mid1), s.get(slotT5, n*b.mid1)
 	reluMask(g, dy, y, o)
-	b.bn3.Backward(b.t3, g, b.c3, b.b3, n)      // t3 = d c3
-	b.conv3.Backward(b.u2, b.t3, b.b2, b.c3, n) // u2 = d b2
-	b.bn2.Backward(b.t2, b.u2, b.c2, b.b2, n)   // t2 = d c2 (ReLU mask inside)
-	b.conv2.Backward(b.u1, b.t2, b.b1, b.c2, n) // u1 = d b1
-	b.bn1.Backward(b.t1, b.u1, b.c1, b.b1, n)   // t1 = d c1 (ReLU mask inside)
-	shortcutBackward(dx, x, g, b.t1, b.c1, b.conv1, b.scConv, b.scBN, b.s1, b.s2, b.sg, b.dxs, n, b.in, b.out)
+	b.bn3.Backward(t3, g, b.c3, nil, n)     // t3 = d c3 (no ReLU: no output needed)
+	b.conv3.Backward(u2, t3, b.b2, b.c3, n) // u2 = d b2
+	b.bn2.Backward(t2, u2, b.c2, b.b2, n)   // t2 = d c2 (ReLU mask inside)
+	b.conv2.Backward(u1, t2, b.b1, b.c2, n) // u1 = d b1
+	b.bn1.Backward(t1, u1, b.c1, b.b1, n)   // t1 = d c1 (ReLU mask inside)
+	var sg, dxs []float32
+	if b.scConv != nil {
+		sg, dxs = s.get(slotShortG, o), s.get(slotShortDx, n*b.in)
+	}
+	shortcutBackward(dx, x, g, t1, b.c1, b.conv1, b.scConv, b.scBN, b.s1, sg, dxs, n, b.in, b.out)
 }
 
 func (b *Bottleneck) init(rng *rand.Rand)        { initAll(b.parts(), rng) }
 func (b *Bottleneck) flops() (fwd, dw, dx int64) { return flopsOf(b.parts()) }
 
 func (b *Bottleneck) heldBytes() int {
-	return floats(b.c1, b.b1, b.c2, b.b2, b.c3, b.b3, b.s1, b.s2, b.g, b.t3, b.sg, b.u2, b.t2, b.u1, b.t1, b.dxs)
+	return floats(b.c1, b.b1, b.c2, b.b2, b.c3, b.s1)
 }
 
 // spec is a "bottleneck" (the GPU path has no such layer yet, and says so).

@@ -34,6 +34,8 @@ type Mode struct {
 	// of a layer, in place (Conv1D split by rows in forward, by columns in
 	// backward). Only a split model calls it.
 	TensorReduce func([]float32)
+	// scratch is the blocks' shared working memory (scratch.go).
+	scratch scratch
 }
 
 // flopCounter is a layer that reports its matrix-multiply work per sample:

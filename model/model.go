@@ -76,16 +76,20 @@ type Model struct {
 	Gather, Release func(layer int, backward bool)
 	// Mode is shared with the layers: training or evaluation, and the
 	// cross-replica reduction of synchronised BatchNorm.
-	Mode      *Mode
-	part      Part        // what of the network this model holds (part.go)
-	all       []Layer     // every layer of the network, held or not (Init draws them all)
-	regAt     []int       // per layer of all: its first tensor in Params.Registered (and one past the last)
-	paramLo   []int       // per layer: offset of its first parameter, -1 if none
-	positions int         // output rows per sample: 1, or gpt's context
-	wideLoss  bool        // gpt: the loss in C, its gradient over the logits
-	acts      [][]float32 // acts[i] is layer i's input; acts[len] the logits
-	grads     [][]float32 // gradients of acts, same shapes
-	batch     int
+	Mode *Mode
+	// KeepActGrads keeps every layer's input gradient after Backward
+	// (ActGrad), for tests that compare them; otherwise the layers between
+	// the first and the last share two buffers in turn.
+	KeepActGrads bool
+	part         Part        // what of the network this model holds (part.go)
+	all          []Layer     // every layer of the network, held or not (Init draws them all)
+	regAt        []int       // per layer of all: its first tensor in Params.Registered (and one past the last)
+	paramLo      []int       // per layer: offset of its first parameter, -1 if none
+	positions    int         // output rows per sample: 1, or gpt's context
+	wideLoss     bool        // gpt: the loss in C, its gradient over the logits
+	acts         [][]float32 // acts[i] is layer i's input; acts[len] the logits
+	grads        [][]float32 // gradients of acts, same shapes (two buffers in turn: ensure)
+	batch        int
 }
 
 // Build constructs the network cfg describes, with zero parameters (call
@@ -337,9 +341,21 @@ func (m *Model) ensure(n int) {
 	if !m.part.first() {
 		m.grads[0] = make([]float32, n*m.Layers[0].InSize())
 	}
+	// Backward needs a layer's output gradient and its input gradient at
+	// a time: the layers between take two buffers in turn (KeepActGrads:
+	// one each).
+	most := 0
 	for _, l := range m.Layers[1:] {
+		most = max(most, l.InSize())
+	}
+	turns := [2][]float32{make([]float32, n*most), make([]float32, n*most)}
+	for i, l := range m.Layers[1:] {
 		m.acts = append(m.acts, make([]float32, n*l.InSize()))
-		m.grads = append(m.grads, make([]float32, n*l.InSize()))
+		if m.KeepActGrads {
+			m.grads = append(m.grads, make([]float32, n*l.InSize()))
+		} else {
+			m.grads = append(m.grads, turns[i%2][:n*l.InSize()])
+		}
 	}
 	last := m.Layers[len(m.Layers)-1].OutSize()
 	m.acts = append(m.acts, make([]float32, n*last))

@@ -229,7 +229,7 @@ func (m *Model) ActivationBytes() int {
 		for _, b := range bufs {
 			if len(b) > 0 && !seen[&b[0]] {
 				seen[&b[0]] = true
-				n += 4 * len(b)
+				n += 4 * cap(b) // the gradients' buffers are shared, each as large as the largest
 			}
 		}
 	}
@@ -238,7 +238,7 @@ func (m *Model) ActivationBytes() int {
 			n += h.heldBytes()
 		}
 	}
-	return n
+	return n + m.Mode.scratch.bytes()
 }
 
 func floats(bufs ...[]float32) int {
@@ -252,9 +252,7 @@ func floats(bufs ...[]float32) int {
 func (b *GPTBlock) heldBytes() int {
 	return floats(b.a1, b.at, b.x1, b.a2, b.hid, b.g, b.d1, b.d2, b.dh, b.dg) + b.attn.heldBytes() + b.ln1.heldBytes() + b.ln2.heldBytes()
 }
-func (a *Attention) heldBytes() int { return floats(a.qkv, a.dqkv, a.p, a.dp, a.o, a.do) }
-func (l *LayerNorm) heldBytes() int { return floats(l.mean, l.rstd) }
-func (b *BasicBlock) heldBytes() int {
-	return floats(b.c1, b.b1, b.c2, b.b2, b.s1, b.s2, b.g, b.t1, b.t2, b.dxs)
-}
-func (l *MaxPool2d) heldBytes() int { return 4 * len(l.arg) }
+func (a *Attention) heldBytes() int  { return floats(a.qkv, a.dqkv, a.p, a.dp, a.o, a.do) }
+func (l *LayerNorm) heldBytes() int  { return floats(l.mean, l.rstd) }
+func (l *MaxPool2d) heldBytes() int  { return 4 * len(l.arg) }
+func (b *BasicBlock) heldBytes() int { return floats(b.c1, b.b1, b.c2, b.s1) }

@@ -1,0 +1,40 @@
+package model
+
+// scratch is working memory the residual blocks of one model (and its
+// pipeline replicas, which share its Mode) share. A block's backward
+// buffers, and the outputs its forward uses only to sum the two
+// branches, are live only while that block runs, and the blocks run one
+// at a time, so one set as large as the largest block's serves them all.
+// Kept per block, ResNet-50's came to about 100 MB per sample, more than
+// the activations backward needs.
+type scratch struct{ bufs [][]float32 }
+
+// Scratch slots: a block's forward and its backward never run at once,
+// so their slots overlap.
+const (
+	slotGrad    = iota // backward: the gradient of the branches' sum
+	slotT1             // backward: gradients inside the residual branch
+	slotT2             //
+	slotT3             //
+	slotT4             //
+	slotT5             //
+	slotShortG         // backward: the projection's BatchNorm input gradient
+	slotShortDx        // backward: the projection's input gradient
+	slotSum            // forward: the residual branch's last BatchNorm output
+	slotShort          // forward: the projection's BatchNorm output
+)
+
+// get is slot's buffer of n floats, grown when smaller (its contents are
+// not kept across calls).
+func (s *scratch) get(slot, n int) []float32 {
+	for len(s.bufs) <= slot {
+		s.bufs = append(s.bufs, nil)
+	}
+	if len(s.bufs[slot]) < n {
+		s.bufs[slot] = make([]float32, n)
+	}
+	return s.bufs[slot][:n]
+}
+
+// bytes is the scratch held.
+func (s *scratch) bytes() int { return floats(s.bufs...) }
