@@ -13,7 +13,7 @@
 set -euo pipefail
 rounds=${1:?usage: resnet50-vs-torch.sh ROUNDS DIR [STEPS]}
 dir=${2:?}
-steps=${3:-6}
+steps=${3:-6} # even: train logs every 2 steps
 here=$(dirname "$(realpath "$0")")
 train=${TRAIN_BIN:-$here/../../train}
 export TRAIN_METRICS_ADDR=
@@ -27,11 +27,18 @@ mpi=(mpirun -np 2 --oversubscribe)
 echo "commit $(git -C "$here" rev-parse --short HEAD), $(nproc) cores"
 ours="" theirs="" rss_o="" rss_t=""
 for r in $(seq "$rounds"); do
-	# train's throughput line counts every step, the first two included
-	# (PyTorch's are left out as warm-up): a bias against train.
+	# Both leave the first two steps out as warm-up: train's log records
+	# (--log-file), every 2 steps, give each window's samples/s (wall
+	# time, logging included); the harmonic mean of those after step 2 is
+	# samples over time.
+	log=$(mktemp)
 	out=$("${mpi[@]}" /usr/bin/time -f "maxrss %M" "$train" --model resnet --depth 50 --data "$dir" --image-size 224 --batch-size 8 --threads 1 --data-workers 1 \
-		--bn local --max-steps $((steps + 2)) --log-every 1000 --lr 0.05 2>&1)
-	a=$(echo "$out" | sed -n 's/^throughput: \([0-9]*\) steps x \([0-9]*\) samples in \([0-9.]*\) s.*/\1 \2 \3/p' | awk '{printf "%.2f", $1 * $2 / $3}')
+		--bn local --max-steps $((steps + 2)) --log-every 2 --log-file "$log" --lr 0.05 2>&1)
+	a=$(python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1])]
+s=[x["samples_per_second"] for x in r if x.get("type")=="step" and x["step"]>2]
+print("%.2f" % (len(s)/sum(1/v for v in s)))' "$log")
+	rm -f "$log"
 	ra=$(echo "$out" | sed -n 's/^maxrss \([0-9]*\)/\1/p' | sort -n | tail -1)
 	b=$("${mpi[@]}" /usr/bin/python3 "$here/../torch_bench.py" --model resnet50 --data "$dir" --batch-size 8 --workers 1 --warmup 2 --steps "$steps" | python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.2f %.0f" % (d["samples_per_s"], d["peak_rss_mib"]))')
 	echo "round $r: train $a samples/s (peak RSS $((ra / 1024)) MiB), PyTorch ${b% *} samples/s (peak RSS ${b#* } MiB)"
