@@ -35,6 +35,7 @@ var (
 	dimFlag     = &cli.IntFlag{Name: "dim", Value: 384, Usage: "gpt: width of the residual stream", EnvVars: env("DIM"), Category: catModel}
 	contextFlag = &cli.IntFlag{Name: "context", Value: 256, Usage: "gpt: tokens per sample (positions)", EnvVars: env("CONTEXT"), Category: catModel}
 	vocabFlag   = &cli.IntFlag{Name: "vocab", Value: 0, Usage: "gpt: the vocabulary's size (0: the shards' tokenizer.json, GPT-2's 50257 without one)", EnvVars: env("VOCAB"), Category: catModel}
+	convFlag    = &cli.StringFlag{Name: "conv", Value: "im2col", Usage: "CPU: how 3x3 stride-1 convolutions of 8x8 and larger run: im2col (one SGEMM) or winograd (F(2x2,3x3): 2.25 times fewer multiplications, a different rounding; the others stay im2col)", EnvVars: env("CONV"), Category: catModel}
 	initFrom    = &cli.StringFlag{Name: "init-from", Usage: "start from the weights of this safetensors file (PyTorch state_dict names: a train checkpoint, or GPT-2's published weights), not from --seed; --resume's checkpoint comes first", EnvVars: env("INIT_FROM"), Category: catModel}
 	dataFlag    = &cli.StringFlag{Name: "data", Value: "/usr/share/datasets/fashion-mnist", Usage: "dataset: a directory of MNIST-format IDX files (raw or .gz) or of CIFAR-10 binary batches, an image folder (train/ and val/, one sub-folder per class, JPEG and PNG), tar shards in WebDataset's layout ('train-{000000..000511}.tar', or a directory of train-NNNNNN.tar and val-NNNNNN.tar that train data pack wrote), or \"synthetic\"", EnvVars: env("DATA"), Category: catModel}
 	synShape    = &cli.StringFlag{Name: "synthetic-shape", Value: "3x32x32", Usage: "--data synthetic: image shape CxHxW", EnvVars: env("SYNTHETIC_SHAPE"), Category: catModel}
@@ -132,7 +133,7 @@ var (
 )
 
 var trainFlags = append([]cli.Flag{
-	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag, valDataFlag, imgSizeFlag, resizeFlag, workersFlag, skipBadFlag, meanFlag, stdFlag, shuffleFlag, bufferFlag,
+	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, convFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag, valDataFlag, imgSizeFlag, resizeFlag, workersFlag, skipBadFlag, meanFlag, stdFlag, shuffleFlag, bufferFlag,
 	batchFlag, microFlag, accumFlag, globalFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
 	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout, flightEvents, flightDir,
@@ -163,7 +164,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 	cfg := trainer.Config{
 		Model: trainer.ModelOptions{Kind: c.String(modelFlag.Name), Hidden: c.IntSlice(hiddenFlag.Name), Depth: c.Int(depthFlag.Name),
 			Layers: c.Int(layersFlag.Name), Heads: c.Int(headsFlag.Name), Dim: c.Int(dimFlag.Name), Context: c.Int(contextFlag.Name), Vocab: c.Int(vocabFlag.Name),
-			InitFrom: c.String(initFrom.Name)},
+			InitFrom: c.String(initFrom.Name), Conv: c.String(convFlag.Name)},
 		Data: trainer.DataOptions{Dir: c.String(dataFlag.Name), SyntheticShape: c.String(synShape.Name), SyntheticSamples: c.Int(synSamples.Name),
 			CropPad: c.Int(cropPadFlag.Name), ValDir: c.String(valDataFlag.Name), ImageSize: c.Int(imgSizeFlag.Name), Resize: c.Int(resizeFlag.Name), Workers: c.Int(workersFlag.Name), SkipBad: c.Bool(skipBadFlag.Name), Ordered: !c.Bool(shuffleFlag.Name), ShuffleBuffer: c.Int(bufferFlag.Name), BatchSize: c.Int(batchFlag.Name), MicroBatches: c.Int(microFlag.Name), EvalBatch: c.Int(evalBatch.Name),
 			GlobalBatch: c.Int(globalFlag.Name)},

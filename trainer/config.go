@@ -46,6 +46,10 @@ type ModelOptions struct {
 	// InitFrom is a safetensors file of weights to start from instead of
 	// drawing them (a checkpoint --resume finds comes first).
 	InitFrom string
+	// Conv is how the CPU computes 3x3 stride-1 padding-1 convolutions of
+	// at least 8x8: "im2col" (and one SGEMM) or "winograd" (F(2x2, 3x3),
+	// model/winograd.c).
+	Conv string
 }
 
 // DataOptions choose the data and how it is batched.

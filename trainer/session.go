@@ -460,8 +460,9 @@ func checkWritable(dir string) error {
 // loadBLAS sizes the model's thread pool from --threads or the cores this
 // rank may use, puts OpenBLAS behind the model's matrix products with one
 // thread of its own (the pool cuts the products across the threads:
-// model/par.c), and describes the outcome; without the library the
-// model's C code multiplies with a plain loop of its own.
+// model/par.c), sets the convolutions' algorithm (--conv), and describes
+// the outcome; without the library the model's C code multiplies with a
+// plain loop of its own.
 func (s *Session) loadBLAS() string {
 	threads := s.Cfg.Device.Threads
 	if threads == 0 {
@@ -475,11 +476,17 @@ func (s *Session) loadBLAS() string {
 	// a name that does not load leaves the plain loop.
 	threads = model.SetThreads(threads)
 	optim.SetThreads(threads)
+	wino := s.Cfg.Model.Conv == "winograd"
+	model.UseWinograd(wino)
+	conv := ""
+	if wino {
+		conv = "; 3x3 convolutions: Winograd F(2x2,3x3)"
+	}
 	info, err := openblas.Load(s.Cfg.Device.OpenBLAS, 1)
 	if err != nil {
-		return fmt.Sprintf("blas: none, plain C loops (%v), %d thread(s) per rank", err, threads)
+		return fmt.Sprintf("blas: none, plain C loops (%v), %d thread(s) per rank%s", err, threads, conv)
 	}
-	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank", info.Core, threads)
+	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank%s", info.Core, threads, conv)
 }
 
 // observeBucket tells the hooks that watch buckets of one reduced (from

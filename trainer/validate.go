@@ -38,6 +38,9 @@ func (m *ModelOptions) Validate() error {
 			return fmt.Errorf("--vocab %d: between 1 and 65536 (token shards hold uint16), or 0 for the shards' own", m.Vocab)
 		}
 	}
+	if m.Conv != "" && m.Conv != "im2col" && m.Conv != "winograd" {
+		return fmt.Errorf("--conv %q: choose im2col or winograd", m.Conv)
+	}
 	for _, h := range m.Hidden {
 		if h <= 0 {
 			return fmt.Errorf("--hidden %v: layer sizes must be positive", m.Hidden)
@@ -194,6 +197,8 @@ var usedBy = []struct {
 	{"vocab", func(c *Config) any { return c.Model.Vocab }, func(c *Config) bool { return c.Model.Kind == "gpt" }, withModel, "--model gpt"},
 	{"augment", func(c *Config) any { return c.Data.Augment }, func(c *Config) bool { return c.Model.Kind != "gpt" }, withModel, "the image models (mlp, cnn, resnet, resnet-cifar)"},
 	{"depth", func(c *Config) any { return c.Model.Depth }, func(c *Config) bool { return c.Model.resnet() }, withModel, "--model resnet or resnet-cifar"},
+	{"conv", func(c *Config) any { return c.Model.Conv }, func(c *Config) bool { return c.Model.Kind != "mlp" && c.Model.Kind != "gpt" && c.Device.Device != CUDA },
+		withModel, "the convolutional models on the CPU (--device cuda convolves through cuDNN)"},
 	{"synthetic-shape", func(c *Config) any { return c.Data.SyntheticShape }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
 	{"synthetic-samples", func(c *Config) any { return c.Data.SyntheticSamples }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
 	{"crop-pad", func(c *Config) any { return c.Data.CropPad }, func(c *Config) bool { crop, _ := c.augment(); return crop && !c.Data.imageFolder() }, withAugment,

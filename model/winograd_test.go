@@ -1,0 +1,186 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"train/openblas"
+)
+
+// directConv is the convolution's definition in float64 (NHWC input,
+// PyTorch's (o, c, k, k) weight), the reference both paths are held to.
+func directConv(x []float32, w []float32, n, h, wd, c, o, k, stride, pad int) []float64 {
+	oh, ow := (h+2*pad-k)/stride+1, (wd+2*pad-k)/stride+1
+	y := make([]float64, n*oh*ow*o)
+	for b := range n {
+		for yy := range oh {
+			for xx := range ow {
+				for oc := range o {
+					var s float64
+					for i := range k {
+						for j := range k {
+							iy, ix := yy*stride+i-pad, xx*stride+j-pad
+							if iy < 0 || iy >= h || ix < 0 || ix >= wd {
+								continue
+							}
+							for ch := range c {
+								s += float64(x[((b*h+iy)*wd+ix)*c+ch]) * float64(w[((oc*c+ch)*k+i)*k+j])
+							}
+						}
+					}
+					y[((b*oh+yy)*ow+xx)*o+oc] = s
+				}
+			}
+		}
+	}
+	return y
+}
+
+// maxRelErr is the largest |got - want| over the largest |want|; NaN and
+// infinities count as an error of +Inf.
+func maxRelErr(got []float32, want []float64) float64 {
+	var scale, worst float64
+	for _, v := range want {
+		scale = math.Max(scale, math.Abs(v))
+	}
+	for i, v := range want {
+		d := math.Abs(float64(got[i]) - v)
+		if math.IsNaN(d) || math.IsInf(d, 0) {
+			return math.Inf(1)
+		}
+		worst = math.Max(worst, d)
+	}
+	return worst / scale
+}
+
+// TestWinogradForward: Winograd's F(2x2, 3x3) against the float64
+// definition, on odd and even sizes (tiles cut by the border), one image
+// and several, few channels and many; its error beside im2col's.
+func TestWinogradForward(t *testing.T) {
+	defer UseWinograd(winograd)
+	for _, sh := range [][4]int{{1, 9, 9, 3}, {2, 9, 8, 16}, {3, 8, 8, 32}, {2, 14, 14, 64}} {
+		n, h, c := sh[0], sh[1], sh[3]
+		w, o := sh[2], c+5
+		p := &Params{}
+		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
+		p.Alloc()
+		rng := rand.New(rand.NewPCG(uint64(h), 3))
+		conv.init(rng)
+		x := make([]float32, n*h*w*c)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		want := directConv(x, conv.W.Of(p.Data), n, h, w, c, o, 3, 1, 1)
+		errs := map[bool]float64{}
+		for _, on := range []bool{false, true} {
+			UseWinograd(on)
+			if conv.wino() != on {
+				t.Fatalf("%v: Winograd %v, want %v", sh, conv.wino(), on)
+			}
+			y := make([]float32, n*h*w*o)
+			conv.Forward(y, x, n)
+			errs[on] = maxRelErr(y, want)
+		}
+		t.Logf("%v: max error / max |y|: im2col %.2g, Winograd %.2g", sh, errs[false], errs[true])
+		if !(errs[true] < 1e-5) {
+			t.Errorf("%v: Winograd's error %.3g of the largest output, want below 1e-5", sh, errs[true])
+		}
+	}
+}
+
+// directGrads are the convolution's input and weight gradients (3x3,
+// stride 1, padding 1) by their definitions in float64: dx[b, y, x, c] =
+// sum of dy[b, y-i+1, x-j+1, o] w[o, c, i, j], dw[o, c, i, j] = sum of
+// dy[b, y, x, o] x[b, y+i-1, x+j-1, c].
+func directGrads(x, w, dy []float32, n, h, wd, c, o int) (dx, dw []float64) {
+	dx, dw = make([]float64, n*h*wd*c), make([]float64, o*c*9)
+	for b := range n {
+		for y := range h {
+			for xx := range wd {
+				for oc := range o {
+					g := float64(dy[((b*h+y)*wd+xx)*o+oc])
+					for i := range 3 {
+						for j := range 3 {
+							iy, ix := y+i-1, xx+j-1
+							if iy < 0 || iy >= h || ix < 0 || ix >= wd {
+								continue
+							}
+							for ch := range c {
+								dx[((b*h+iy)*wd+ix)*c+ch] += g * float64(w[((oc*c+ch)*3+i)*3+j])
+								dw[((oc*c+ch)*3+i)*3+j] += g * float64(x[((b*h+iy)*wd+ix)*c+ch])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return dx, dw
+}
+
+// TestWinogradBackward: the input and weight gradients through Winograd
+// against their float64 definitions, beside im2col's errors.
+func TestWinogradBackward(t *testing.T) {
+	defer UseWinograd(winograd)
+	for _, sh := range [][4]int{{1, 9, 9, 3}, {2, 9, 8, 16}, {3, 8, 8, 32}, {2, 14, 14, 64}} {
+		n, h, w, c := sh[0], sh[1], sh[2], sh[3]
+		o := c + 5
+		p := &Params{}
+		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
+		p.Alloc()
+		rng := rand.New(rand.NewPCG(uint64(h), 5))
+		conv.init(rng)
+		x, dy := make([]float32, n*h*w*c), make([]float32, n*h*w*o)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		for i := range dy {
+			dy[i] = float32(rng.NormFloat64())
+		}
+		wantDx, wantDw := directGrads(x, conv.W.Of(p.Data), dy, n, h, w, c, o)
+		for _, on := range []bool{false, true} {
+			UseWinograd(on)
+			if conv.wino() != on {
+				t.Fatalf("%v: Winograd %v, want %v", sh, conv.wino(), on)
+			}
+			y, dx := make([]float32, n*h*w*o), make([]float32, n*h*w*c)
+			conv.Forward(y, x, n) // sets the permuted weight backward reads
+			clear(p.Grad)
+			conv.Backward(dx, dy, x, y, n)
+			ex, ew := maxRelErr(dx, wantDx), maxRelErr(conv.W.Of(p.Grad), wantDw)
+			t.Logf("%v winograd=%v: max error / max |.|: dx %.2g, dw %.2g", sh, on, ex, ew)
+			if !(ex < 1e-5) || !(ew < 1e-5) {
+				t.Errorf("%v winograd=%v: errors dx %.3g, dw %.3g of the largest value, want below 1e-5", sh, on, ex, ew)
+			}
+		}
+	}
+}
+
+// BenchmarkConv3x3 times one forward of ResNet-20's and ResNet-50's
+// 3x3 stride-1 layers through im2col and through Winograd.
+func BenchmarkConv3x3(b *testing.B) {
+	if _, err := openblas.Load("", 1); err != nil {
+		b.Fatal(err)
+	}
+	defer UseWinograd(winograd)
+	for _, sh := range [][3]int{{64, 28, 16}, {64, 14, 32}, {64, 7, 64}, {8, 56, 64}, {8, 28, 128}, {8, 14, 256}, {8, 7, 512}} {
+		n, h, c := sh[0], sh[1], sh[2]
+		p := &Params{}
+		conv := NewConv2D(p, "c", c, h, h, c, 3, 1, 1, false)
+		p.Alloc()
+		conv.init(rand.New(rand.NewPCG(1, 2)))
+		x, y := make([]float32, n*h*h*c), make([]float32, n*h*h*c)
+		for _, on := range []bool{false, true} {
+			name := map[bool]string{false: "im2col", true: "winograd"}[on]
+			b.Run(fmt.Sprintf("n%d_%dx%d_c%d/%s", n, h, h, c, name), func(b *testing.B) {
+				UseWinograd(on)
+				for b.Loop() {
+					conv.Forward(y, x, n)
+				}
+				b.ReportMetric(float64(2*9*n*h*h*c*c)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
