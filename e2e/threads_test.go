@@ -8,8 +8,9 @@ import (
 // TestThreadsSameBits: --threads cuts the work of one rank (the C pool of
 // model/par.c: convolutions by parts of the batch, BatchNorm and the
 // element-wise passes by rows, matrix products by blocks, Adam's update)
-// but never the order of a sum, so a ResNet and a GPT end with the same
-// parameters at 1, 2 and 3 threads, and the log names the thread count.
+// but never the order of a sum, so a ResNet (with --conv im2col and with
+// winograd) and a GPT end with the same parameters at 1, 2 and 3
+// threads, and the log names the thread count.
 func TestThreadsSameBits(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
@@ -18,6 +19,7 @@ func TestThreadsSameBits(t *testing.T) {
 		args []string
 	}{
 		{"resnet", append(append([]string{}, smallResNet...), "--batch-size", "32", "--max-steps", "6")},
+		{"resnet --conv winograd", append(append([]string{}, smallResNet...), "--batch-size", "32", "--max-steps", "6", "--conv", "winograd")},
 		{"gpt", append(smallGPT(bytesCorpus(t, dir)), "--max-steps", "6", "--optimizer", "adamw")},
 	} {
 		var want string
