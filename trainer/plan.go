@@ -2,9 +2,6 @@ package trainer
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"train/data"
 )
@@ -20,8 +17,8 @@ type epochPlan interface {
 	Epoch(e int) []int
 }
 
-// positioned is an order whose place in an epoch a checkpoint must keep
-// beyond the step: a stream's consumed samples.
+// positioned is an epochPlan whose place in an epoch a checkpoint must
+// keep beyond the step: a stream's consumed samples.
 type positioned interface {
 	// position is the epoch's position at step, for the checkpoint.
 	position(epoch, step int) string
@@ -95,52 +92,4 @@ func (o *streamPlan) pending(step int) string {
 		return ""
 	}
 	return o.next.Position(step)
-}
-
-// sampleLogEnv names a directory where each rank writes the keys of the
-// samples it trains on (samples-rankNNNNN.txt: epoch, step and key per
-// line): a record to check which samples an epoch read, for tests and
-// for a user who doubts it.
-const sampleLogEnv = "TRAIN_SAMPLE_LOG"
-
-// keyed is a source whose samples have names: a folder's paths, a tar
-// shard's keys.
-type keyed interface{ key(id int) string }
-
-// sampleLog writes the sample record when TRAIN_SAMPLE_LOG asks for it.
-type sampleLog struct {
-	f   *os.File
-	src keyed
-}
-
-func openSampleLog(rank int, src source) (*sampleLog, error) {
-	dir := os.Getenv(sampleLogEnv)
-	k, ok := src.(keyed)
-	if dir == "" || !ok {
-		return nil, nil
-	}
-	p := filepath.Join(dir, fmt.Sprintf("samples-rank%05d.txt", rank))
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", sampleLogEnv, err)
-	}
-	return &sampleLog{f: f, src: k}, nil
-}
-
-// step records the samples of a step trained on.
-func (l *sampleLog) step(epoch, step int, ids []int) {
-	if l == nil {
-		return
-	}
-	var b strings.Builder
-	for _, id := range ids {
-		fmt.Fprintf(&b, "%d %d %s\n", epoch, step, l.src.key(id))
-	}
-	l.f.WriteString(b.String())
-}
-
-func (l *sampleLog) close() {
-	if l != nil {
-		l.f.Close()
-	}
 }
