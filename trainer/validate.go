@@ -198,7 +198,12 @@ var usedBy = []struct {
 	{"augment", func(c *Config) any { return c.Data.Augment }, func(c *Config) bool { return c.Model.Kind != "gpt" }, withModel, "the image models (mlp, cnn, resnet, resnet-cifar)"},
 	{"depth", func(c *Config) any { return c.Model.Depth }, func(c *Config) bool { return c.Model.resnet() }, withModel, "--model resnet or resnet-cifar"},
 	{"conv", func(c *Config) any { return c.Model.Conv }, func(c *Config) bool { return c.Model.Kind != "mlp" && c.Model.Kind != "gpt" && c.Device.Device != CUDA },
-		withModel, "the convolutional models on the CPU (--device cuda convolves through cuDNN)"},
+		func(c *Config) string {
+			if c.Device.Device == CUDA {
+				return withDevice(c)
+			}
+			return withModel(c)
+		}, "the convolutional models on the CPU (--device cuda convolves through cuDNN)"},
 	{"synthetic-shape", func(c *Config) any { return c.Data.SyntheticShape }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
 	{"synthetic-samples", func(c *Config) any { return c.Data.SyntheticSamples }, func(c *Config) bool { return c.Data.Dir == "synthetic" }, withData, "--data synthetic"},
 	{"crop-pad", func(c *Config) any { return c.Data.CropPad }, func(c *Config) bool { crop, _ := c.augment(); return crop && !c.Data.imageFolder() }, withAugment,

@@ -136,6 +136,13 @@ func TestValidate(t *testing.T) {
 		{"crop-pad with the MLP", func(c *Config) { c.Set["crop-pad"] = true }, "--crop-pad 4 is not used with --model mlp and --augment auto"},
 		{"crop-pad with the CNN", func(c *Config) { c.Model.Kind, c.Set["crop-pad"] = "cnn", true }, ""},
 		{"depth with the MLP", func(c *Config) { c.Set["depth"] = true }, "--depth 20 is not used with --model mlp"},
+		{"unknown conv", func(c *Config) { c.Model.Kind, c.Model.Conv = "resnet", "fft" }, `--conv "fft": choose im2col or winograd`},
+		{"conv with the MLP", func(c *Config) { c.Model.Conv, c.Set["conv"] = "winograd", true }, "--conv winograd is not used with --model mlp"},
+		{"conv on the GPU", func(c *Config) {
+			c.Model.Kind, c.Model.Conv, c.Device.Device, c.Set["conv"] = "resnet", "winograd", CUDA, true
+		}, "--conv winograd is not used with --device cuda"},
+		{"conv winograd", func(c *Config) { c.Model.Kind, c.Model.Conv, c.Set["conv"] = "resnet", "winograd", true }, ""},
+		{"shuffle-buffer with a folder", func(c *Config) { c.Data.ShuffleBuffer, c.Set["shuffle-buffer"] = 5, true }, "--shuffle-buffer 5 is not used with"},
 		{"hidden with the CNN", func(c *Config) { c.Model.Kind, c.Set["hidden"] = "cnn", true }, "--hidden [256] is not used with --model cnn"},
 		{"gpu-ring on the CPU", func(c *Config) { c.Set["gpu-ring"] = true }, "--gpu-ring auto is not used with --device cpu --allreduce ring"},
 		{"libcuda on the CPU", func(c *Config) { c.Set["libcuda"] = true }, "--libcuda  is not used with --device cpu"},
