@@ -52,57 +52,87 @@ var dataCommand = &cli.Command{
 		},
 	}, {
 		Name:      "bench",
-		Usage:     "decode and augment one pass over an image folder's training images as training does (RandomResizedCrop, flip, normalise) and print images/s",
+		Usage:     "decode and augment one pass over the training images of an image folder or tar shards as training does (RandomResizedCrop, flip, normalise) and print images/s",
 		UsageText: "train data bench --workers 2 /data/imagenet",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "workers", Value: 1, Usage: "decoding goroutines"},
 			&cli.IntFlag{Name: "image-size", Value: 224, Usage: "the view's side"},
 			&cli.IntFlag{Name: "batch-size", Value: 32, Usage: "images per batch"},
 			&cli.IntFlag{Name: "passes", Value: 1, Usage: "passes over the images (epochs)"},
+			&cli.IntFlag{Name: "shuffle-buffer", Value: 1000, Usage: "tar shards: the shuffle buffer, in samples"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return fmt.Errorf("train data bench: name one image folder")
+				return fmt.Errorf("train data bench: name one image folder or tar shards (a pattern, or a directory train data pack wrote)")
 			}
 			return benchFolder(c)
 		},
 	}},
 }
 
-// benchFolder times ImageSet.Batch over every training image, as
-// training's batches ask for them, in the sampler's order of each pass.
+// benchFolder times the training images' batches as training asks for
+// them, in each pass's order: an image folder's ImageSet.Batch in the
+// sampler's order, or tar shards' TarSet.Batch in one rank's stream plan
+// (read order and shuffle buffer of --shuffle-buffer).
 func benchFolder(c *cli.Context) error {
 	dir := c.Args().First()
-	root := dir
-	if data.IsImageFolder(dir) {
-		root = filepath.Join(dir, "train")
-	}
-	f, err := data.ScanFolder(root)
-	if err != nil {
-		return err
-	}
 	size, b := c.Int("image-size"), c.Int("batch-size")
-	if size < 1 || b < 1 || c.Int("workers") < 1 || c.Int("passes") < 1 {
-		return fmt.Errorf("train data bench: --image-size, --batch-size, --workers and --passes must be positive")
+	if size < 1 || b < 1 || c.Int("workers") < 1 || c.Int("passes") < 1 || c.Int("shuffle-buffer") < 0 {
+		return fmt.Errorf("train data bench: --image-size, --batch-size, --workers and --passes must be positive, --shuffle-buffer not negative")
 	}
-	set := &data.ImageSet{Folder: f, View: data.View{Size: size, Resize: (size*256 + 112) / 224, Train: true, Crop: true, Flip: true,
-		Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: 1, Workers: c.Int("workers")}}
-	x, y := make([]float32, b*set.SampleSize()), make([]int32, b)
-	sampler := data.Sampler{N: len(f.Paths), Batch: b, Rank: 0, Size: 1, Seed: 1}
+	view := data.View{Size: size, Resize: (size*256 + 112) / 224, Train: true, Crop: true, Flip: true,
+		Mean: data.ImageNetMean, Std: data.ImageNetStd, Seed: 1, Workers: c.Int("workers")}
+	var batch func(x []float32, y []int32, idx []int, epoch int) error
+	var epochOrder func(epoch int) []int
+	what := "an image folder"
+	if pat, ok := data.ShardPattern(dir, "train"); ok {
+		t, err := data.OpenTarShards(pat)
+		if err != nil {
+			return err
+		}
+		set := &data.TarSet{TarShards: t, View: view}
+		st := data.Stream{Counts: t.Counts, Seed: 1, Shuffle: true, Buffer: c.Int("shuffle-buffer"), Batch: b, Size: 1}
+		batch, epochOrder = set.Batch, func(e int) []int {
+			read, order := st.Segment(e, 0, nil).Rank(0)
+			set.Expect(read)
+			return order
+		}
+		what = fmt.Sprintf("%d tar shards, a shuffle buffer of %d", len(t.Paths), c.Int("shuffle-buffer"))
+	} else {
+		if c.IsSet("shuffle-buffer") {
+			return fmt.Errorf("train data bench: --shuffle-buffer is for tar shards; %s is an image folder (drop it)", dir)
+		}
+		root := dir
+		if data.IsImageFolder(dir) {
+			root = filepath.Join(dir, "train")
+		}
+		f, err := data.ScanFolder(root)
+		if err != nil {
+			return err
+		}
+		set := &data.ImageSet{Folder: f, View: view}
+		sampler := data.Sampler{N: len(f.Paths), Batch: b, Rank: 0, Size: 1, Seed: 1}
+		batch, epochOrder = set.Batch, sampler.Epoch
+	}
+	x, y := make([]float32, b*3*size*size), make([]int32, b)
 	start := time.Now()
 	n := 0
 	for epoch := range c.Int("passes") {
-		order := sampler.Epoch(epoch)
+		order := epochOrder(epoch)
 		for s := 0; s+b <= len(order); s += b {
-			if err := set.Batch(x, y, order[s:s+b], epoch); err != nil {
+			if err := batch(x, y, order[s:s+b], epoch); err != nil {
 				return err
 			}
 			n += b
 		}
 	}
 	took := time.Since(start)
-	fmt.Fprintf(c.App.Writer, "%d images in %.2f s: %.1f images/s with %d worker(s), %.1f per worker (%dx%d views, RandomResizedCrop and flip; JPEG: %s)\n",
-		n, took.Seconds(), float64(n)/took.Seconds(), set.Workers, float64(n)/took.Seconds()/float64(set.Workers), size, size, data.JPEGDecoder())
+	if n == 0 {
+		return fmt.Errorf("train data bench: %s holds fewer training images than one --batch-size %d", dir, b)
+	}
+	workers := c.Int("workers")
+	fmt.Fprintf(c.App.Writer, "%d images in %.2f s: %.1f images/s with %d worker(s), %.1f per worker (%s; %dx%d views, RandomResizedCrop and flip; JPEG: %s)\n",
+		n, took.Seconds(), float64(n)/took.Seconds(), workers, float64(n)/took.Seconds()/float64(workers), what, size, size, data.JPEGDecoder())
 	return nil
 }
 
