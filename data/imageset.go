@@ -21,6 +21,7 @@ import (
 type ImageSet struct {
 	*Folder
 	View
+	replaced sync.Map // sample index -> the index Skip put in its place
 }
 
 // View is how an image becomes a sample: torchvision's ImageNet
@@ -77,9 +78,13 @@ func (s *ImageSet) Batch(x []float32, y []int32, idx []int, epoch int) error {
 // sampleOrNext writes sample i, or with Skip the first sample from i on
 // that decodes, into dst, and returns its label.
 func (s *ImageSet) sampleOrNext(dst []float32, i, epoch int) (int32, error) {
+	i0 := i
 	for tries := 0; ; tries++ {
 		err := s.sample(dst, i, epoch)
 		if err == nil {
+			if tries > 0 {
+				s.replaced.Store(i0, i)
+			}
 			return s.Labels[i], nil
 		}
 		if s.Skip == nil {
@@ -91,6 +96,15 @@ func (s *ImageSet) sampleOrNext(dst []float32, i, epoch int) (int32, error) {
 		}
 		i = (i + 1) % s.Len()
 	}
+}
+
+// Used is the file sample i is read from: its own, or the one Skip put
+// in its place.
+func (s *ImageSet) Used(i int) string {
+	if r, ok := s.replaced.Load(i); ok {
+		return s.Paths[r.(int)]
+	}
+	return s.Paths[i]
 }
 
 // decoded recycles decoding buffers between samples.

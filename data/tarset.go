@@ -310,15 +310,22 @@ func (t *TarSet) Batch(x []float32, y []int32, idx []int, epoch int) error {
 			}
 			t.buf[rid] = s
 		}
-		if t.Keys {
-			if t.keys == nil {
-				t.keys = map[int]string{}
-			}
-			t.keys[id] = raws[b].key
-		}
 	}
 	t.mu.Unlock()
-	return t.decode(x, y, idx, raws, epoch)
+	if err := t.decode(x, y, idx, raws, epoch); err != nil {
+		return err
+	}
+	if t.Keys { // what was trained on: a replaced sample's replacement
+		t.mu.Lock()
+		if t.keys == nil {
+			t.keys = map[int]string{}
+		}
+		for b, id := range idx {
+			t.keys[id] = raws[b].key
+		}
+		t.mu.Unlock()
+	}
+	return nil
 }
 
 // ahead reports whether id is still to come in the read order, so
@@ -402,9 +409,9 @@ func (t *TarSet) decode(x []float32, y []int32, idx []int, raws []rawSample, epo
 			}
 			if src >= 0 {
 				copy(x[b*n:(b+1)*n], x[src*n:(src+1)*n])
-				label = y[src]
+				label, raws[b].key = y[src], raws[src].key
 			} else if err := t.render(x[b*n:(b+1)*n], t.last.image, t.last.name, idx[b], epoch); err == nil {
-				label = t.last.label
+				label, raws[b].key = t.last.label, t.last.key
 			}
 			y[b] = label
 		}

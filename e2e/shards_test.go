@@ -164,7 +164,7 @@ for p in sys.argv[1:]:
 	// `train data check` names it and exits 1; training stops in one line
 	// naming it, or with --skip-bad runs on.
 	broken := filepath.Join(shards, "train-000001.tar")
-	breakShard(t, broken)
+	brokenKey := breakShard(t, broken)
 	if r := trainRun(t, 0, time.Minute, nil, "data", "check", shards); r.code != 1 || !strings.Contains(r.stdout, broken+":") || !strings.Contains(r.stdout, "1 that do not decode") {
 		t.Errorf("train data check on a broken shard: exit %d, want 1 and the member named:\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -173,9 +173,14 @@ for p in sys.argv[1:]:
 		t.Errorf("training on a broken shard: exit %d, want one line naming %s:\n%s", r.code, broken, r.stderr)
 	}
 	noTrace(t, r)
-	r = run(2, t.TempDir(), "--epochs", "1", "--skip-bad")
+	skipped := t.TempDir()
+	r = run(2, skipped, "--epochs", "1", "--skip-bad")
 	if !strings.Contains(r.stderr, "skipping an image that does not decode") || !strings.Contains(r.stdout, "counted by reading them") {
 		t.Errorf("--skip-bad on a broken shard of another tool: no warning, or no word of the shard counted by reading it:\n%s\n%s", r.stdout, r.stderr)
+	}
+	// The record names what was trained on: the broken sample's stand-in.
+	if got := sampleKeys(t, skipped)[0]; slices.Contains(got, brokenKey) || len(got) != len(keys) {
+		t.Errorf("--skip-bad: the sample record holds the broken %s, or %d samples (want %d): %v", brokenKey, len(got), len(keys), got)
 	}
 
 	// Resumed at the same np: the same order, the same weights.
@@ -192,8 +197,9 @@ for p in sys.argv[1:]:
 }
 
 // breakShard rewrites a shard as another tool would (Go's archive/tar, no
-// count header), cutting its first image to a third.
-func breakShard(t *testing.T, path string) {
+// count header), cutting its first image to a third, and returns that
+// sample's key.
+func breakShard(t *testing.T, path string) (key string) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -216,6 +222,7 @@ func breakShard(t *testing.T, path string) {
 		b, _ := io.ReadAll(tr)
 		if !cut && !strings.HasSuffix(h.Name, ".cls") {
 			b, cut = b[:len(b)/3], true
+			key = strings.TrimSuffix(h.Name, filepath.Ext(h.Name))
 		}
 		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: h.Name, Mode: 0o644, Size: int64(len(b))})
 		tw.Write(b)
@@ -227,4 +234,5 @@ func breakShard(t *testing.T, path string) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return key
 }

@@ -9,8 +9,9 @@ import (
 
 // sampleLogEnv names a directory where each rank writes the keys of the
 // samples it trains on (samples-rankNNNNN.txt: epoch, step and key per
-// line): a record to check which samples an epoch read, for tests and
-// for a user who doubts it.
+// line; for a sample --skip-bad replaced, its replacement's): a record
+// to check which samples an epoch read, for tests and for a user who
+// doubts it.
 const sampleLogEnv = "TRAIN_SAMPLE_LOG"
 
 // keyed is a source whose samples have names: a folder's paths, a tar

@@ -61,7 +61,7 @@ func (s tarImages) YSize() int        { return 1 }
 func (s tarImages) prefetch() bool    { return true }
 func (s tarImages) key(id int) string { return s.TakeKey(id) }
 
-func (s folderImages) key(id int) string { return s.Paths[id] }
+func (s folderImages) key(id int) string { return s.Used(id) }
 
 // tokens are windows of a token corpus (a language model's data).
 type tokens struct{ w data.Windows }
