@@ -121,6 +121,7 @@ var (
 	stagesFlag   = &cli.IntSliceFlag{Name: "stages", Usage: "--pipeline: layers in each stage, comma-separated (default: balanced by estimated compute; the log lists the layers)", EnvVars: env("STAGES"), Category: catDist}
 	stallWarn    = &cli.DurationFlag{Name: "stall-warn", Value: 60 * time.Second, Usage: "rank 0 reports ranks missing from a collective others have waited in this long (0: no watchdog)", EnvVars: env("STALL_WARN"), Category: catDist}
 	flightEvents = &cli.IntFlag{Name: "flight-events", Value: 4096, Usage: "the flight recorder keeps each rank's last N communication calls, dumped on a stall, SIGUSR2, an abort or a NaN stop for train doctor (0: off)", EnvVars: env("FLIGHT_EVENTS"), Category: catDist}
+	sampleLog    = &cli.StringFlag{Name: "sample-log", Usage: "image folders and tar shards: each rank writes the key of every sample it trains on to DIR/samples-rankNNNNN.txt (epoch, step, key; a sample --skip-bad replaced as its stand-in)", EnvVars: env("SAMPLE_LOG"), Category: catDist}
 	flightDir    = &cli.StringFlag{Name: "flight-dir", Usage: "where the flight recorder's dumps go, one JSON file per rank (default: flight/ in --checkpoint-dir, or ./flight)", EnvVars: env("FLIGHT_DIR"), Category: catDist}
 	stallTimeout = &cli.DurationFlag{Name: "stall-timeout", Value: 30 * time.Minute, Usage: "abort the job when a collective has waited this long (0: never)", EnvVars: env("STALL_TIMEOUT"), Category: catDist}
 
@@ -136,7 +137,7 @@ var trainFlags = append([]cli.Flag{
 	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, convFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag, valDataFlag, imgSizeFlag, resizeFlag, workersFlag, skipBadFlag, meanFlag, stdFlag, shuffleFlag, bufferFlag,
 	batchFlag, microFlag, accumFlag, globalFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
-	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout, flightEvents, flightDir,
+	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout, flightEvents, flightDir, sampleLog,
 	pipeFlag, tpFlag, pipeSchedule, stagesFlag, zeroFlag,
 	ckDirFlag, ckEvery, ckFormat, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, evalEvery, logFileFlag, plotFlag, progressFlag,
@@ -181,7 +182,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 			GPU: gpu.Options{Deterministic: c.Bool(gpuDetFlag.Name), Profile: c.Bool(gpuProfFlag.Name), Libraries: gpuLibraries(c)}},
 		Observe: trainer.ObserveOptions{MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushgatewayEvery: c.Int(pushEvery.Name),
 			Timeline: c.String(timelineFlag.Name), LogFile: c.String(logFileFlag.Name), Plot: c.String(plotFlag.Name), LogEvery: c.Int(logFlag.Name), EvalEvery: c.Int(evalEvery.Name),
-			FlightEvents: c.Int(flightEvents.Name), FlightDir: c.String(flightDir.Name),
+			FlightEvents: c.Int(flightEvents.Name), FlightDir: c.String(flightDir.Name), SampleLog: c.String(sampleLog.Name),
 			Job: trainer.Job{SlurmJob: os.Getenv("SLURM_JOB_ID"), SlurmRestart: os.Getenv("SLURM_RESTART_COUNT"), Launcher: launcher()}},
 		Checkpoint: trainer.CheckpointOptions{Dir: c.String(ckDirFlag.Name), Every: c.Int(ckEvery.Name), Keep: c.Int(keepFlag.Name), Resume: c.Bool(resumeFlag.Name)},
 		Set:        map[string]bool{},

@@ -25,11 +25,14 @@ func (s Sampler) StepsPerEpoch() int { return s.N / (s.Batch * s.Size) }
 // Epoch returns this rank's sample indices for epoch e, StepsPerEpoch x
 // Batch of them; step k uses [k*Batch, (k+1)*Batch).
 func (s Sampler) Epoch(e int) []int {
-	perm := Permutation(s.N, s.Seed, uint64(e))
+	var perm []int
 	if s.Ordered {
+		perm = make([]int, s.N)
 		for i := range perm {
 			perm[i] = i
 		}
+	} else {
+		perm = Permutation(s.N, s.Seed, uint64(e))
 	}
 	mine := make([]int, s.StepsPerEpoch()*s.Batch)
 	for i := range mine {

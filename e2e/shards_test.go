@@ -47,8 +47,9 @@ func folderKeys(t *testing.T, folder string) ([]string, []int32) {
 	return keys, f.Labels
 }
 
-// sampleKeys reads the TRAIN_SAMPLE_LOG files in dir: per epoch, every
-// key trained on (all ranks, rank by rank, in order).
+// sampleKeys reads the --sample-log files in dir (given here as its
+// TRAIN_SAMPLE_LOG variable): per epoch, every key trained on (all
+// ranks, rank by rank, in order).
 func sampleKeys(t *testing.T, dir string) map[int][]string {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(dir, "samples-rank*.txt"))

@@ -161,12 +161,7 @@ func TestBottleneckGrad(t *testing.T) {
 		b := NewBottleneck(p, mode, "blk", tc.inC, 4, 4, tc.width, tc.stride)
 		p.Alloc()
 		b.init(rand.New(rand.NewPCG(26, 27)))
-		for _, l := range b.parts() {
-			if bn, ok := l.(*BatchNorm2d); ok {
-				randn(rand.New(rand.NewPCG(28, uint64(bn.W.Offset))), bn.W.Of(p.Data))
-				randn(rand.New(rand.NewPCG(29, uint64(bn.B.Offset))), bn.B.Of(p.Data))
-			}
-		}
+		randomAffine(b.parts(), p, 28)
 		x := make([]float32, 3*b.InSize())
 		randn(rand.New(rand.NewPCG(30, 31)), x)
 		// Three BatchNorms over 48 values a channel curve enough that the
@@ -209,13 +204,7 @@ func TestBasicBlockGrad(t *testing.T) {
 		b := NewBasicBlock(p, mode, "blk", tc.inC, 4, 4, tc.outC, tc.stride)
 		p.Alloc()
 		b.init(rand.New(rand.NewPCG(16, 17)))
-		// Random BN affine parameters too, so their gradients matter.
-		for _, l := range b.parts() {
-			if bn, ok := l.(*BatchNorm2d); ok {
-				randn(rand.New(rand.NewPCG(18, uint64(bn.W.Offset))), bn.W.Of(p.Data))
-				randn(rand.New(rand.NewPCG(19, uint64(bn.B.Offset))), bn.B.Of(p.Data))
-			}
-		}
+		randomAffine(b.parts(), p, 18)
 		x := make([]float32, 3*b.InSize())
 		randn(rand.New(rand.NewPCG(20, 21)), x)
 		checkLayer(t, "BasicBlock "+tc.name, b, p, x, 3)
@@ -356,6 +345,17 @@ func TestReLUKernels(t *testing.T) {
 	for i, want := range []float32{0, 0, 0, 0, inf} {
 		if y[i] != want || math.Signbit(float64(y[i])) {
 			t.Errorf("addReLU at %d = %v, want %v (never -0)", i, y[i], want)
+		}
+	}
+}
+
+// randomAffine draws a block's BatchNorm weights and biases (streams seed
+// and seed+1, by offset), so that their gradients matter in the checks.
+func randomAffine(parts []Layer, p *Params, seed uint64) {
+	for _, l := range parts {
+		if bn, ok := l.(*BatchNorm2d); ok {
+			randn(rand.New(rand.NewPCG(seed, uint64(bn.W.Offset))), bn.W.Of(p.Data))
+			randn(rand.New(rand.NewPCG(seed+1, uint64(bn.B.Offset))), bn.B.Of(p.Data))
 		}
 	}
 }

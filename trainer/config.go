@@ -177,6 +177,9 @@ type ObserveOptions struct {
 	// ./flight without checkpoints). See flight.go.
 	FlightEvents int
 	FlightDir    string
+	// SampleLog is --sample-log: a directory where each rank records the
+	// samples it trains on (samplelog.go); "": none.
+	SampleLog string
 }
 
 // Job is what the environment says of the job: main reads it, so that this

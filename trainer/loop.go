@@ -59,7 +59,7 @@ func (s *Session) train() error {
 	}
 	batches := s.newBatches()
 	defer batches.wait()
-	samples, err := openSampleLog(s.Job.Rank(), s.trainSet)
+	samples, err := openSampleLog(c.Observe.SampleLog, s.Job.Rank(), s.trainSet)
 	if err != nil {
 		return err
 	}

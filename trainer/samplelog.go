@@ -7,25 +7,20 @@ import (
 	"strings"
 )
 
-// sampleLogEnv names a directory where each rank writes the keys of the
-// samples it trains on (samples-rankNNNNN.txt: epoch, step and key per
-// line; for a sample --skip-bad replaced, its replacement's): a record
-// to check which samples an epoch read, for tests and for a user who
-// doubts it.
-const sampleLogEnv = "TRAIN_SAMPLE_LOG"
-
 // keyed is a source whose samples have names: a folder's paths, a tar
 // shard's keys.
 type keyed interface{ key(id int) string }
 
-// sampleLog writes the sample record when TRAIN_SAMPLE_LOG asks for it.
+// sampleLog writes the sample record --sample-log asks for: in dir, each
+// rank's samples-rankNNNNN.txt, a line per sample trained on (epoch, step
+// and key; for a sample --skip-bad replaced, its stand-in's), to check
+// which samples an epoch read, for tests and for a user who doubts it.
 type sampleLog struct {
 	f   *os.File
 	src keyed
 }
 
-func openSampleLog(rank int, src source) (*sampleLog, error) {
-	dir := os.Getenv(sampleLogEnv)
+func openSampleLog(dir string, rank int, src source) (*sampleLog, error) {
 	k, ok := src.(keyed)
 	if dir == "" || !ok {
 		return nil, nil
@@ -33,7 +28,7 @@ func openSampleLog(rank int, src source) (*sampleLog, error) {
 	p := filepath.Join(dir, fmt.Sprintf("samples-rank%05d.txt", rank))
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", sampleLogEnv, err)
+		return nil, fmt.Errorf("--sample-log %s: %v", dir, err)
 	}
 	return &sampleLog{f: f, src: k}, nil
 }

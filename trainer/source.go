@@ -3,7 +3,6 @@ package trainer
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -177,7 +176,8 @@ func (s *Session) loadFolders() error {
 		return data.View{Size: size, Resize: resize, Train: training, Crop: crop, Flip: flip,
 			Mean: mean, Std: std, Seed: c.Optim.Seed, Workers: workers, Skip: skip}
 	}
-	s.trainSet, s.testSet = train.source(view(true)), val.source(view(false))
+	keys := c.Observe.SampleLog != ""
+	s.trainSet, s.testSet = train.source(view(true), keys), val.source(view(false), false)
 	how := "training view: Resize " + fmt.Sprint(resize) + " and CenterCrop"
 	s.augmentDesc = "none (Resize and CenterCrop)"
 	if crop {
@@ -220,9 +220,9 @@ type imageSplit struct {
 	classNames []string // a folder's
 }
 
-func (sp imageSplit) source(v data.View) source {
+func (sp imageSplit) source(v data.View, keys bool) source {
 	if sp.shards != nil {
-		return tarImages{&data.TarSet{TarShards: sp.shards, View: v, Keys: os.Getenv(sampleLogEnv) != ""}}
+		return tarImages{&data.TarSet{TarShards: sp.shards, View: v, Keys: keys}}
 	}
 	return folderImages{&data.ImageSet{Folder: sp.folder, View: v}}
 }

@@ -216,6 +216,8 @@ var usedBy = []struct {
 	{"skip-bad", func(c *Config) any { return c.Data.SkipBad }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders or tar shards (--data DIR with train/ and val/, --val-data, or --data SHARDS.tar)"},
 	{"shuffle-buffer", func(c *Config) any { return c.Data.ShuffleBuffer }, func(c *Config) bool { return c.Data.tarShards() && !c.Data.Ordered }, withData,
 		"tar shards read shuffled (--data SHARDS.tar, not with --shuffle=false)"},
+	{"sample-log", func(c *Config) any { return c.Observe.SampleLog }, func(c *Config) bool { return c.Data.imageFolder() }, withData,
+		"image folders and tar shards, whose samples have names"},
 	{"data-workers", func(c *Config) any { return c.Data.Workers }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders or tar shards (--data DIR with train/ and val/, --val-data, or --data SHARDS.tar)"},
 	{"momentum", func(c *Config) any { return c.Optim.Momentum }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},
 	{"nesterov", func(c *Config) any { return c.Optim.Nesterov }, func(c *Config) bool { return c.Optim.Optimizer == "sgd" }, withOptimizer, "--optimizer sgd"},
