@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -18,6 +19,13 @@ import (
 // machine): the GPU tests run on the GPU machine, by scripts/gpu-check.sh.
 func open(t *testing.T) *gpu.Ctx {
 	t.Helper()
+	if lib := emulated(); lib != "" {
+		c, err := gpu.Open(0, "fp32", gpu.Options{Libraries: emuLibraries(lib)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
 	if _, err := gpu.Count(); err != nil {
 		t.Skipf("no GPU here (%v): GPU tests run on the GPU machine (scripts/gpu-check.sh)", err)
 	}
@@ -101,13 +109,63 @@ func conform(t *testing.T, c *gpu.Ctx, cfg model.Config, b int) {
 		t.Fatal(err)
 	}
 	m.Init(7)
-	m.KeepActGrads = true // every layer's input gradient, compared below
-	p := m.Params
+	m.KeepActGrads = true        // every layer's input gradient, compared below
 	net, err := gpu.NewNet(c, m) // uploads the initial parameters and buffers
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(1, 2))
+	// Training mode, three batches. A pre-activation within rounding of a
+	// ReLU's kink (BatchNorm's bias starts at 0, so the kink is at the
+	// channel's mean) lands on different sides on the two paths, whose
+	// sums run in different orders: that batch's gradients then differ by
+	// percents below the flipped element (ResNet-14 here: one element of
+	// 24,576 in layer2.1.bn1, 8.9e-7 from the kink, since the CPU's
+	// BatchNorm sums in parts). An error in a kernel differs on every
+	// batch, so one batch of three may differ and is logged; two fail.
+	var failed [][]string
+	for seed := uint64(1); seed <= 3; seed++ {
+		if d := trainDiffs(t, m, net, cfg, b, seed); len(d) > 0 {
+			failed = append(failed, append([]string{fmt.Sprintf("batch %d of 3:", seed)}, d...))
+		}
+	}
+	switch {
+	case len(failed) == 1:
+		t.Logf("one batch of three differed (a ReLU kink crossing; the other two agree):\n%s", strings.Join(failed[0], "\n"))
+	case len(failed) > 1:
+		for _, f := range failed {
+			t.Error(strings.Join(f, "\n"))
+		}
+	}
+	x := make([]float32, b*cfg.Input[0]*cfg.Input[1]*cfg.Input[2])
+	randNormal(x, 1)
+
+	// Evaluation mode (running statistics), another batch size.
+	m.Mode.Training = false
+	defer func() { m.Mode.Training = true }()
+	b2 := max(1, b-3)
+	want := slices.Clone(m.Forward(x, b2)[:b2*cfg.Classes])
+	if err := net.Forward(x, b2); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, b2*cfg.Classes)
+	if err := net.Logits(got, b2); err != nil {
+		t.Fatal(err)
+	}
+	if err := near.CheckFloor(want, got, 1e-4, 1e-6); err != nil {
+		t.Errorf("evaluation logits: GPU against CPU: %v", err)
+	}
+}
+
+// trainDiffs runs one training step's forward and backward on the CPU
+// and the GPU from the same weights and a batch drawn from seed, and
+// returns what differs: every activation, every gradient of the
+// activations, the loss, every parameter gradient and the running
+// statistics.
+func trainDiffs(t *testing.T, m *model.Model, net *gpu.Net, cfg model.Config, b int, seed uint64) []string {
+	var diffs []string
+	errorf := func(format string, a ...any) { diffs = append(diffs, fmt.Sprintf(format, a...)) }
+	p := m.Params
+	rng := rand.New(rand.NewPCG(seed, 2))
 	in := cfg.Input[0] * cfg.Input[1] * cfg.Input[2]
 	x := make([]float32, b*in)
 	for i := range x {
@@ -158,12 +216,12 @@ func conform(t *testing.T, c *gpu.Ctx, cfg model.Config, b int) {
 				cpu = nhwcToNCHW(cpu, b, lay[i][0], lay[i][1])
 			}
 			if err := near.CheckFloor(cpu, g, 1e-4, 1e-6); err != nil {
-				t.Errorf("%s after layer %d (%s): GPU against CPU: %v", what, i-1, specs[i-1].Kind, err)
+				errorf("%s after layer %d (%s): GPU against CPU: %v", what, i-1, specs[i-1].Kind, err)
 			}
 		}
 	}
 	if !near.Close(loss, gl, 1e-5, 0) || gc != correct {
-		t.Errorf("loss %v correct %d on the GPU, %v %d on the CPU", gl, gc, loss, correct)
+		errorf("loss %v correct %d on the GPU, %v %d on the CPU", gl, gc, loss, correct)
 	}
 	grad := make([]float32, len(p.Grad))
 	if err := net.G.Download(grad); err != nil {
@@ -171,7 +229,7 @@ func conform(t *testing.T, c *gpu.Ctx, cfg model.Config, b int) {
 	}
 	for _, tn := range p.Tensors {
 		if err := near.CheckFloor(tn.Of(p.Grad), tn.Of(grad), 1e-4, 1e-6); err != nil {
-			t.Errorf("gradient of %s: GPU against CPU: %v", tn.Name, err)
+			errorf("gradient of %s: GPU against CPU: %v", tn.Name, err)
 		}
 	}
 	cpuBuf := slices.Clone(p.Buffers)
@@ -182,32 +240,26 @@ func conform(t *testing.T, c *gpu.Ctx, cfg model.Config, b int) {
 	for _, tn := range p.BufferTensors {
 		if tn.Int64 {
 			if a, b := *p.Int64(tn), cpuBuf[tn.Offset:tn.Offset+2]; a != *(*int64)(ptr(b)) {
-				t.Errorf("%s: %d on the GPU", tn.Name, a)
+				errorf("%s: %d on the GPU", tn.Name, a)
 			}
 			continue
 		}
 		if err := near.CheckFloor(cpuBuf[tn.Offset:tn.Offset+tn.Size], tn.Of(p.Buffers), 1e-5, 1e-6); err != nil {
-			t.Errorf("buffer %s: GPU against CPU: %v", tn.Name, err)
+			errorf("buffer %s: GPU against CPU: %v", tn.Name, err)
 		}
 	}
 	if !slices.Equal(cpuData, p.Data) {
 		t.Error("parameters changed on the way to the GPU and back")
 	}
 
-	// Evaluation mode (running statistics), another batch size.
-	m.Mode.Training = false
-	defer func() { m.Mode.Training = true }()
-	b2 := max(1, b-3)
-	want := slices.Clone(m.Forward(x, b2)[:b2*cfg.Classes])
-	if err := net.Forward(x, b2); err != nil {
-		t.Fatal(err)
-	}
-	got := make([]float32, b2*cfg.Classes)
-	if err := net.Logits(got, b2); err != nil {
-		t.Fatal(err)
-	}
-	if err := near.CheckFloor(want, got, 1e-4, 1e-6); err != nil {
-		t.Errorf("evaluation logits: GPU against CPU: %v", err)
+	return diffs
+}
+
+// randNormal fills v with standard normal values drawn from seed.
+func randNormal(v []float32, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
 	}
 }
 

@@ -34,7 +34,7 @@ as_root() {
 # James text; fortunes: /usr/share/games/fortunes/*.u8).
 packages=(openmpi-bin libopenmpi-dev libopenblas-dev libturbojpeg0 pkg-config gcc libc6-dev
 	dataset-fashion-mnist bible-kjv fortunes ca-certificates curl unzip git)
-((test_deps)) && packages+=(python3-torch python3-torchvision python3-pil python3-numpy prometheus prometheus-pushgateway slurm-wlm munge iproute2)
+((test_deps)) && packages+=(g++ python3-torch python3-torchvision python3-pil python3-numpy prometheus prometheus-pushgateway slurm-wlm munge iproute2)
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
