@@ -3,14 +3,14 @@ package gpu_test
 import (
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"train/gpu"
+	"train/gpu/emu"
 )
 
-// emuEnv names the CPU emulator's library (gpu/emu/fake.cc, built by
+// emuEnv names the CPU emulator's library (gpu/emu, built by
 // TestEmulator) in the child processes that run the GPU tests on it.
 const emuEnv = "TRAIN_GPU_EMU"
 
@@ -20,22 +20,6 @@ func emulated() string { return os.Getenv(emuEnv) }
 // emuLibraries names the emulator for every CUDA library.
 func emuLibraries(lib string) gpu.Libraries {
 	return gpu.Libraries{CUDA: lib, NVRTC: lib, CUBLAS: lib, CUDNN: lib, NCCL: lib}
-}
-
-// buildEmulator compiles gpu/emu/fake.cc into dir.
-func buildEmulator(t *testing.T, dir string) string {
-	t.Helper()
-	if _, err := exec.LookPath("g++"); err != nil {
-		t.Fatalf("g++ is needed to build the CUDA emulator (apt install g++; scripts/test.sh installs it): %v", err)
-	}
-	emu, _ := filepath.Abs("emu") // go test runs in the package's directory
-	lib := filepath.Join(dir, "libcudaemu.so")
-	cmd := exec.Command("g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-Wall",
-		`-DEMU_PRELUDE="`+filepath.Join(emu, "cuda_emu.h")+`"`, "-o", lib, filepath.Join(emu, "fake.cc"), "-ldl")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building the CUDA emulator: %v\n%s", err, out)
-	}
-	return lib
 }
 
 // TestEmulator runs the GPU path's tests on the CPU emulator of the CUDA
@@ -52,14 +36,11 @@ func TestEmulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the emulated GPU tests compile the kernels with g++ and take a minute")
 	}
-	if _, err := os.Stat("emu/fake.cc"); err != nil {
-		if _, gerr := gpu.Count(); gerr == nil {
-			t.Skip("a GPU machine running the test binary without the sources: the tests above ran on the real GPU")
-		}
-		t.Fatalf("the emulator's sources: %v (run go test in gpu/)", err)
+	lib, err := emu.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	lib := buildEmulator(t, t.TempDir())
-	tests := []string{"TestConformance", "TestOptimizers"}
+	tests := []string{"TestConformance", "TestOptimizers", "TestGPTConformance"}
 	exe, _ := os.Executable()
 	cmd := exec.Command(exe, "-test.run", "^("+strings.Join(tests, "|")+")$", "-test.v")
 	cmd.Env = append(os.Environ(), emuEnv+"="+lib, "TMPDIR="+t.TempDir())

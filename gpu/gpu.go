@@ -141,8 +141,15 @@ func Info(ordinal int) (Device, error) {
 	return Device{Ordinal: ordinal, Name: C.GoString(&name[0]), Major: int(major), Minor: int(minor), Memory: uint64(mem)}, nil
 }
 
-//go:embed kernels/kernels.cu
-var kernelSource string
+// The kernels: kernels.cu, then gpt.cu (which uses its macros), compiled
+// as one program.
+var (
+	//go:embed kernels/kernels.cu
+	kernelsCU string
+	//go:embed kernels/gpt.cu
+	gptCU        string
+	kernelSource = kernelsCU + "\n#line 1 \"gpt.cu\"\n" + gptCU
+)
 
 // Precision selects the arithmetic of matrix products and convolutions:
 // fp32 (exact float32, the default and what the tests compare), tf32
@@ -303,6 +310,8 @@ var kernelNames = []string{
 	"relu_fwd", "relu_bwd", "add_relu", "maxpool_fwd", "maxpool_bwd", "avgpool_fwd", "avgpool_bwd",
 	"bn_stats", "bn_finalize", "inc_i64", "bn_eval_scale", "bn_apply", "bn_grad_sums", "bn_param_grads",
 	"bn_dx_coef", "bn_dx", "xent", "sgd", "adam", "sumsq",
+	"embed_fwd", "embed_bwd_pos", "embed_bwd_tok", "ln_fwd", "ln_bwd_dx", "ln_param_part", "ln_param_sum",
+	"gelu_fwd", "gelu_bwd", "add2", "attn_fwd", "attn_bwd_q", "attn_bwd_kv",
 }
 
 // fail keeps the first error of a queued call: work is queued without

@@ -29,6 +29,7 @@ type Net struct {
 	// final (the work is queued; callers order on the stream).
 	OnGradReady func(lo int)
 	paramLo     []int
+	gpt         *gptScratch // the GPT blocks' shared gradient scratch
 }
 
 // glayer is one layer on the GPU: Forward(y, x, n) and Backward(dx, dy,
@@ -62,8 +63,10 @@ func NewNet(ctx *Ctx, m *model.Model) (*Net, error) {
 		}
 		n.layers = append(n.layers, l)
 		lo := -1
-		if s.Kind == "block" {
+		if s.Kind == "block" || s.Kind == "gpt" {
 			lo = s.Parts[0].W.Offset
+		} else if s.Kind == "head" {
+			lo = -1 // its gradient is the embedding's, final only after the embedding's backward
 		} else if s.W.Size > 0 {
 			lo = s.W.Offset
 		}
@@ -76,6 +79,9 @@ func NewNet(ctx *Ctx, m *model.Model) (*Net, error) {
 }
 
 func (n *Net) build(s model.Spec) (glayer, error) {
+	if l, ok, err := n.gptLayer(s); ok {
+		return l, err
+	}
 	c := n.ctx
 	switch s.Kind {
 	case "linear":
@@ -155,12 +161,18 @@ func (n *Net) ensure(b int) error {
 			n.grads[i] = n.grads[i+1]
 			continue
 		}
+		if i == L && n.m.Positions() > 1 {
+			// gpt: the logits are the largest buffer, and the loss's
+			// gradient overwrites them (model.Model.LossGrad does the same).
+			n.grads[i] = n.acts[i]
+			continue
+		}
 		n.grads[i] = n.ctx.MustAlloc(b * n.specs[i-1].Out)
 	}
 	if n.labels != nil {
 		n.labels.Close()
 	}
-	n.labels = n.ctx.MustAlloc(b)
+	n.labels = n.ctx.MustAlloc(b * n.m.Positions())
 	return n.ctx.Err()
 }
 
@@ -185,16 +197,20 @@ func (n *Net) Forward(x []float32, b int) error {
 	return n.ctx.Err()
 }
 
-// Logits copies the last Forward's logits (b x classes) to dst.
+// Logits copies the last Forward's logits (b x positions x classes) to
+// dst.
 func (n *Net) Logits(dst []float32, b int) error {
-	return n.acts[len(n.layers)].Download(dst[:b*n.m.Classes()])
+	return n.acts[len(n.layers)].Download(dst[:b*n.m.Positions()*n.m.Classes()])
 }
 
-// Loss is model.SoftmaxCrossEntropy on the device for the last Forward:
-// the mean loss and the correct count, and with grad the gradient of the
-// mean loss in place for Backward. It waits for the GPU.
+// Loss is the model's loss on the device for the last Forward: the mean
+// softmax cross-entropy over its b samples' rows (one per sample, or the
+// context's positions for gpt) and the rows whose first largest logit is
+// the label; with grad, the gradient of the mean loss in place for
+// Backward. labels has a label per row. It waits for the GPU.
 func (n *Net) Loss(labels []int32, b int, grad bool) (float64, int, error) {
-	if err := n.labels.UploadBytes(unsafe.Pointer(&labels[0]), 4*b); err != nil {
+	rows := b * n.m.Positions()
+	if err := n.labels.UploadBytes(unsafe.Pointer(&labels[0]), 4*rows); err != nil {
 		return 0, 0, err
 	}
 	n.out.Zero()
@@ -202,7 +218,7 @@ func (n *Net) Loss(labels []int32, b int, grad bool) (float64, int, error) {
 	if grad {
 		d = n.grads[len(n.layers)]
 	}
-	n.ctx.launch("xent", int64(b), d, n.out, n.acts[len(n.layers)], n.labels, b, n.m.Classes())
+	n.ctx.launch("xent", int64(rows), d, n.out, n.acts[len(n.layers)], n.labels, rows, n.m.Classes())
 	return n.LossResult(b)
 }
 
@@ -213,7 +229,7 @@ func (n *Net) ForwardLabeled(x []float32, labels []int32, b int) error {
 	if err := n.ensure(b); err != nil {
 		return err
 	}
-	if err := n.labels.UploadBytes(unsafe.Pointer(&labels[0]), 4*b); err != nil {
+	if err := n.labels.UploadBytes(unsafe.Pointer(&labels[0]), 4*b*n.m.Positions()); err != nil {
 		return err
 	}
 	return n.Forward(x, b)
@@ -223,8 +239,9 @@ func (n *Net) ForwardLabeled(x []float32, labels []int32, b int) error {
 // for Backward without waiting: the host goes on queueing backward while
 // the GPU finishes forward. LossResult reads the loss later.
 func (n *Net) QueueLoss(b int) {
+	rows := b * n.m.Positions()
 	n.out.Zero()
-	n.ctx.launch("xent", int64(b), n.grads[len(n.layers)], n.out, n.acts[len(n.layers)], n.labels, b, n.m.Classes())
+	n.ctx.launch("xent", int64(rows), n.grads[len(n.layers)], n.out, n.acts[len(n.layers)], n.labels, rows, n.m.Classes())
 }
 
 // LossResult waits for the queued work and returns the mean loss and the
@@ -234,8 +251,11 @@ func (n *Net) LossResult(b int) (float64, int, error) {
 	if err := n.out.download64(v[:]); err != nil {
 		return 0, 0, err
 	}
-	return v[0] / float64(b), int(v[1]), nil
+	return v[0] / float64(b*n.m.Positions()), int(v[1]), nil
 }
+
+// Positions is the rows of logits a sample gives (the model's).
+func (n *Net) Positions() int { return n.m.Positions() }
 
 // LossGrad is the device buffer Backward reads the logits' gradient from.
 func (n *Net) LossGrad() *Buf { return n.grads[len(n.layers)] }

@@ -6,7 +6,8 @@ package model
 // once, here.
 type Spec struct {
 	// Kind is one of linear, relu, conv, bn, maxpool, avgpool, nhwc,
-	// flatten, block.
+	// flatten, block, and for gpt embedding, gpt (a transformer block),
+	// layernorm, conv1d, gelu and head (tied to the embedding's W).
 	Kind    string
 	In, Out int // values per sample
 	// Parameters (Data and Grad offsets) and buffers (Buffers offsets).
@@ -19,8 +20,14 @@ type Spec struct {
 	Mean, Var, Batches              Tensor
 	ReLU                            bool // BatchNorm with a fused ReLU
 	// Block: conv1, bn1, conv2, bn2 and, with a projection shortcut,
-	// its convolution and BatchNorm.
+	// its convolution and BatchNorm. gpt: ln_1, attn.c_attn,
+	// attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj.
 	Parts []Spec
+	// The GPT's shapes: positions per sample, the width of a row (C, or
+	// a linear map's input), a linear map's output, heads, the
+	// embedding's rows (the padded vocabulary) and the head's vocabulary.
+	// Shards > 1: a tensor-parallel shard (its sizes).
+	T, Width, OutWidth, Heads, Rows, Vocab, Shards int
 }
 
 // Specs describes the model's layers in order.
@@ -73,6 +80,30 @@ func (b *BasicBlock) spec() Spec {
 		s.Parts = append(s.Parts, p.(specer).spec())
 	}
 	return s
+}
+
+func (e *Embedding) spec() Spec {
+	return Spec{Kind: "embedding", In: e.InSize(), Out: e.OutSize(), W: e.WTE, B: e.WPE, T: e.t, Width: e.c, Rows: e.rows}
+}
+
+func (l *LayerNorm) spec() Spec {
+	return Spec{Kind: "layernorm", In: l.InSize(), Out: l.OutSize(), W: l.W, B: l.B, T: l.per, Width: l.c}
+}
+
+func (l *Conv1D) spec() Spec {
+	return Spec{Kind: "conv1d", In: l.InSize(), Out: l.OutSize(), W: l.W, B: l.B, HasBias: true, T: l.per, Width: l.in, OutWidth: l.out}
+}
+
+func (b *GPTBlock) spec() Spec {
+	s := Spec{Kind: "gpt", In: b.InSize(), Out: b.OutSize(), T: b.t, Width: b.c, Heads: b.attn.h, Shards: b.c / b.attn.cl}
+	for _, l := range []specer{b.ln1, b.attn.cAttn, b.attn.cProj, b.ln2, b.fc, b.proj} {
+		s.Parts = append(s.Parts, l.spec())
+	}
+	return s
+}
+
+func (h *TiedHead) spec() Spec {
+	return Spec{Kind: "head", In: h.InSize(), Out: h.OutSize(), W: h.e.WTE, T: h.per, Width: h.c, Vocab: h.vocab}
 }
 
 // Act is the activation at layer boundary i of the last Forward (0 the

@@ -49,7 +49,7 @@ func newCUDAExecutor(s *Session) (Executor, error) {
 func (e *cudaExecutor) ZeroGrad() { e.net.G.Zero() }
 
 func (e *cudaExecutor) Forward(x []float32, y []int32) error {
-	e.nb = len(y)
+	e.nb = len(y) / e.net.Positions() // gpt: a label per position
 	if err := e.net.ForwardLabeled(x, y, e.nb); err != nil {
 		return err
 	}

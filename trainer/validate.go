@@ -317,8 +317,6 @@ func (c *Config) validateCombinations() error {
 		return fmt.Errorf("--tensor-parallel %d with --model %s: tensor parallelism splits the transformer's heads and MLP; use --model gpt, or --pipeline for %s", d.TensorParallel, c.Model.Kind, c.Model.Kind)
 	case d.TensorParallel > 1 && c.Model.Heads%d.TensorParallel != 0:
 		return fmt.Errorf("--tensor-parallel %d does not divide --heads %d: each shard takes whole heads; use a divisor of %d", d.TensorParallel, c.Model.Heads, c.Model.Heads)
-	case c.Device.Device == CUDA && c.Model.Kind == "gpt":
-		return fmt.Errorf("--device cuda --model gpt: the GPU path has no transformer yet (issue 21); train it on the CPU")
 	case c.Model.Kind == "gpt" && c.Data.Dir == "synthetic":
 		return fmt.Errorf("--model gpt --data synthetic: a language model trains on token shards; make them with train tokenize and pass their directory")
 	case c.Device.Device == CUDA && d.Strategy != AllreduceStrategy:

@@ -55,9 +55,6 @@ func TestValidate(t *testing.T) {
 		{"gpt vocab", func(c *Config) {
 			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context, c.Model.Vocab = "gpt", 1, 1, 8, 16, 70000
 		}, "--vocab 70000"},
-		{"gpt on cuda", func(c *Config) {
-			c.Model.Kind, c.Model.Layers, c.Model.Heads, c.Model.Dim, c.Model.Context, c.Device.Device = "gpt", 1, 1, 8, 16, CUDA
-		}, "--device cuda --model gpt"},
 		{"micro-batches on cuda", func(c *Config) { c.Device.Device, c.Data.BatchSize, c.Data.MicroBatches = CUDA, 8, 2 }, "--micro-batches 2 with --device cuda"},
 		{"layers with the MLP", func(c *Config) { c.Set["layers"] = true }, "--layers 0 is not used with --model mlp"},
 		// data

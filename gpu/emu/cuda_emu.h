@@ -1,6 +1,6 @@
 // The CPU emulator's CUDA prelude: what NVRTC would provide, for compiling
 // gpu/kernels/*.cu with g++ into a shared object that runs each launch on
-// the CPU. The fake NVRTC (fake.cc) puts this file before the kernels and
+// the CPU. The fake NVRTC (fake.inc) puts this file before the kernels and
 // a trampoline per __global__ function after them.
 //
 // A block's threads are fibers (ucontext) on one OS thread, run in turn:
@@ -324,7 +324,7 @@ static inline __nv_bfloat16 __float2bfloat16(float f) {
 static inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __float2bfloat16(f); }
 static inline float __bfloat162float(__nv_bfloat16 b) { return __uint_as_float((unsigned)b.x << 16); }
 
-// emu_launch is the module's entry: fake.cc's cuLaunchKernel calls it
+// emu_launch is the module's entry: fake.inc's cuLaunchKernel calls it
 // with the kernel's trampoline.
 extern "C" int emu_launch(void (*t)(void **), const unsigned *grid, const unsigned *block, unsigned shared, void **a,
                           char *err, int errlen) {
