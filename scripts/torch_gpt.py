@@ -22,6 +22,7 @@ standard library (Debian 12 has no python3-safetensors). Needs Debian's
 python3-torch (1.13).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -56,11 +57,14 @@ class GPT2Attention(nn.Module):
         self.c_attn = Conv1D(dim, 3 * dim)
         self.c_proj = Conv1D(dim, dim)
         self.register_buffer("bias", torch.tril(torch.ones(context, context)).view(1, 1, context, context), persistent=False)
+        self.sdpa = False  # bench --sdpa: PyTorch's fused attention (flash on CUDA), as a PyTorch user would write it
 
     def forward(self, x):
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        if self.sdpa:
+            return self.c_proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).contiguous().view(B, T, C))
         att = (q @ k.transpose(-2, -1)) / (C // self.heads) ** 0.5
         att = F.softmax(att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf")), dim=-1)
         return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
@@ -328,28 +332,43 @@ def cmd_train(args):
 def cmd_bench(args):
     torch.set_num_threads(args.threads)
     rank, size = world()
+    cuda = args.device == "cuda"
+    if cuda and size > 1:
+        sys.exit("bench --device cuda: one process (the comparison is one GPU)")
+    dev = torch.device(args.device)
     vocab = vocabulary(args.data)
     torch.manual_seed(1)
-    model = build(args, vocab)
+    model = build(args, vocab).to(dev)
+    for m in model.modules():
+        if isinstance(m, GPT2Attention):
+            m.sdpa = args.sdpa
     ddp = nn.parallel.DistributedDataParallel(model) if size > 1 else model
+    if args.compile:
+        ddp = torch.compile(ddp)
     opt = optimizer(model, args)
     x, y = windows(read_shards(args.data, "train"), args.context)
+    x, y = x.to(dev), y.to(dev)
     g = args.batch_size * size
+    amp = torch.autocast("cuda", dtype=torch.bfloat16) if args.precision == "bf16" else contextlib.nullcontext()
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     def steps(n, at):
         for k in range(at, at + n):
-            idx = [(k * g + i * size + rank) % len(x) for i in range(args.batch_size)]
-            logits = ddp(x[idx])
-            loss = F.cross_entropy(logits.reshape(-1, vocab), y[idx].reshape(-1))
+            idx = torch.tensor([(k * g + i * size + rank) % len(x) for i in range(args.batch_size)], device=dev)
+            with amp:
+                logits = ddp(x[idx])
+                loss = F.cross_entropy(logits.reshape(-1, vocab).float(), y[idx].reshape(-1))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
 
     steps(args.warmup, 0)
+    sync()
     if size > 1:
         dist.barrier()
     t0 = time.time()
     steps(args.steps, args.warmup)
+    sync()
     if size > 1:
         dist.barrier()
     el = time.time() - t0
@@ -357,9 +376,13 @@ def cmd_bench(args):
     if size > 1:
         dist.all_reduce(rss, op=dist.ReduceOp.MAX)
     if rank == 0:
-        print(json.dumps({"ranks": size, "batch_per_rank": args.batch_size, "threads": args.threads, "steps": args.steps,
-                          "tokens_per_s": args.steps * g * args.context / el, "ms_per_step": 1e3 * el / args.steps,
-                          "peak_rss_mib": rss.item(), "parameters": sum(p.numel() for p in model.parameters()), "torch": torch.__version__}))
+        r = {"ranks": size, "batch_per_rank": args.batch_size, "threads": args.threads, "steps": args.steps,
+             "tokens_per_s": args.steps * g * args.context / el, "ms_per_step": 1e3 * el / args.steps,
+             "peak_rss_mib": rss.item(), "parameters": sum(p.numel() for p in model.parameters()), "torch": torch.__version__,
+             "device": args.device, "compile": args.compile, "precision": args.precision, "sdpa": args.sdpa}
+        if cuda:
+            r["peak_device_mib"] = torch.cuda.max_memory_allocated() / 2**20
+        print(json.dumps(r))
 
 
 def main():
@@ -385,6 +408,10 @@ def main():
     b = sub.choices["bench"]
     b.add_argument("--steps", type=int, default=5)
     b.add_argument("--warmup", type=int, default=1)
+    b.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    b.add_argument("--compile", action="store_true", help="torch.compile the model")
+    b.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="bf16: autocast, fp32 master weights")
+    b.add_argument("--sdpa", action="store_true", help="F.scaled_dot_product_attention (PyTorch >= 2.0)")
     t = sub.choices["train"]
     t.add_argument("--init", required=True)
     t.add_argument("--seed", type=int, default=1)
