@@ -163,7 +163,7 @@ PY
 		:
 	else
 		echo "FAIL flight-$ar"
-		tail -20 "$d.log" "$d.json"
+		tail -n 20 "$d.log" "$d.json"
 		fail=1
 	fi
 done
