@@ -98,7 +98,9 @@ same() {
 import glob, sys
 from safetensors.numpy import load_file
 a, b = (load_file(sorted(glob.glob(d + "/*.safetensors"))[-1]) for d in sys.argv[1:3])
-worst = max(abs(a[k] - b[k]).max() / max(abs(a[k]).max(), 1e-6) for k in a if not k.startswith("optimizer.") and a[k].dtype.kind == "f")
+import numpy as np
+d = [abs(a[k] - b[k]).max() / max(abs(a[k]).max(), 1e-6) for k in a if not k.startswith("optimizer.") and a[k].dtype.kind == "f"]
+worst = max(d) if all(np.isfinite(d)) else float("nan")  # a NaN anywhere fails: max() alone can step over it
 import os
 ok = worst < 1e-4 or os.environ.get("INFO")
 print(("info" if os.environ.get("INFO") else "ok  " if ok else "FAIL") + f" {sys.argv[1].split('/')[-1]} vs {sys.argv[2].split('/')[-1]}: parameters differ by {worst:.2g} relative")
@@ -195,6 +197,7 @@ gptsame() {
 import glob, sys
 from safetensors.numpy import load_file
 a, b = (load_file(sorted(glob.glob(d + "/*.safetensors"))[-1]) for d in sys.argv[1:3])
+import numpy as np
 tol, dim = float(sys.argv[3]), 64
 worst, at = 0.0, ""
 for k in a:
@@ -204,6 +207,9 @@ for k in a:
     if k.endswith("attn.c_attn.bias"):
         x, y = x[list(range(dim)) + list(range(2 * dim, 3 * dim))], y[list(range(dim)) + list(range(2 * dim, 3 * dim))]
     d = abs(x - y).max() / max(abs(x).max(), 1e-6)
+    if not np.isfinite(d):  # a NaN fails at once: comparisons would step over it
+        worst, at = float("nan"), k
+        break
     if d > worst:
         worst, at = d, k
 ok = worst < tol
