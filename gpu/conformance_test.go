@@ -136,8 +136,7 @@ func conform(t *testing.T, c *gpu.Ctx, cfg model.Config, b int) {
 			t.Error(strings.Join(f, "\n"))
 		}
 	}
-	x := make([]float32, b*cfg.Input[0]*cfg.Input[1]*cfg.Input[2])
-	randNormal(x, 1)
+	x, _ := imageBatch(cfg, b, 1)
 
 	// Evaluation mode (running statistics), another batch size.
 	m.Mode.Training = false
@@ -165,16 +164,7 @@ func trainDiffs(t *testing.T, m *model.Model, net *gpu.Net, cfg model.Config, b 
 	var diffs []string
 	errorf := func(format string, a ...any) { diffs = append(diffs, fmt.Sprintf(format, a...)) }
 	p := m.Params
-	rng := rand.New(rand.NewPCG(seed, 2))
-	in := cfg.Input[0] * cfg.Input[1] * cfg.Input[2]
-	x := make([]float32, b*in)
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	y := make([]int32, b)
-	for i := range y {
-		y[i] = int32(rng.IntN(cfg.Classes))
-	}
+	x, y := imageBatch(cfg, b, seed)
 
 	// CPU.
 	logits := m.Forward(x, b)
@@ -255,12 +245,19 @@ func trainDiffs(t *testing.T, m *model.Model, net *gpu.Net, cfg model.Config, b 
 	return diffs
 }
 
-// randNormal fills v with standard normal values drawn from seed.
-func randNormal(v []float32, seed uint64) {
+// imageBatch draws b samples of standard normal values and their labels
+// from seed.
+func imageBatch(cfg model.Config, b int, seed uint64) ([]float32, []int32) {
 	rng := rand.New(rand.NewPCG(seed, 2))
-	for i := range v {
-		v[i] = float32(rng.NormFloat64())
+	x := make([]float32, b*cfg.Input[0]*cfg.Input[1]*cfg.Input[2])
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
 	}
+	y := make([]int32, b)
+	for i := range y {
+		y[i] = int32(rng.IntN(cfg.Classes))
+	}
+	return x, y
 }
 
 // TestOptimizers: SGD (momentum, Nesterov, weight decay) and Adam/AdamW on

@@ -28,11 +28,7 @@ func (s *gptScratch) ensure(c *Ctx, n int) {
 		return
 	}
 	c.Sync()
-	for _, b := range []*Buf{s.d1, s.d2, s.do, s.dqkv, s.dh, s.dg, s.attnD} {
-		if b != nil {
-			b.Close()
-		}
-	}
+	closeAll(s.d1, s.d2, s.do, s.dqkv, s.dh, s.dg, s.attnD)
 	s.batch = n
 	r := n * s.tLen
 	s.d1, s.d2, s.do = c.MustAlloc(r*s.c), c.MustAlloc(r*s.c), c.MustAlloc(r*s.c)
@@ -112,11 +108,7 @@ func (l *layerNorm) ensure(n int) {
 		return
 	}
 	l.c.Sync()
-	for _, b := range []*Buf{l.mean, l.rstd, l.part} {
-		if b != nil {
-			b.Close()
-		}
-	}
+	closeAll(l.mean, l.rstd, l.part)
 	rows := n * l.s.T
 	l.batch = n
 	l.chunks = min(max(rows/256, 1), 64)
@@ -211,11 +203,7 @@ func (b *gptBlock) ensure(n int) {
 		return
 	}
 	b.c.Sync()
-	for _, p := range []*Buf{b.a1, b.qkv, b.o, b.lse, b.at, b.x1, b.a2, b.hid, b.g} {
-		if p != nil {
-			p.Close()
-		}
-	}
+	closeAll(b.a1, b.qkv, b.o, b.lse, b.at, b.x1, b.a2, b.hid, b.g)
 	b.batch = n
 	rows, C, f := n*b.s.T, b.s.Width, b.s.Parts[4].OutWidth
 	b.a1, b.qkv, b.o = b.c.MustAlloc(rows*C), b.c.MustAlloc(3*rows*C), b.c.MustAlloc(rows*C)

@@ -473,6 +473,16 @@ func (b *Buf) Close() error {
 	return err
 }
 
+// closeAll closes the owning buffers among bufs (nil ones are skipped):
+// the layers' scratch when a larger batch replaces it.
+func closeAll(bufs ...*Buf) {
+	for _, b := range bufs {
+		if b != nil {
+			b.Close()
+		}
+	}
+}
+
 // Zero clears the buffer (queued).
 func (b *Buf) Zero() {
 	if b.n > 0 {

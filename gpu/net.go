@@ -62,12 +62,11 @@ func NewNet(ctx *Ctx, m *model.Model) (*Net, error) {
 			return nil, err
 		}
 		n.layers = append(n.layers, l)
-		lo := -1
-		if s.Kind == "block" || s.Kind == "gpt" {
+		lo := -1 // no parameters of its own; the head's gradient is the embedding's, final only after the embedding's backward
+		switch {
+		case s.Kind == "block" || s.Kind == "gpt":
 			lo = s.Parts[0].W.Offset
-		} else if s.Kind == "head" {
-			lo = -1 // its gradient is the embedding's, final only after the embedding's backward
-		} else if s.W.Size > 0 {
+		case s.Kind != "head" && s.W.Size > 0:
 			lo = s.W.Offset
 		}
 		n.paramLo = append(n.paramLo, lo)
@@ -406,11 +405,7 @@ func (b *block) ensure(n int) {
 		return
 	}
 	b.c.Sync()
-	for _, p := range []*Buf{b.c1, b.b1, b.c2, b.b2, b.s1, b.s2, b.g, b.t1, b.t2, b.dxs} {
-		if p != nil {
-			p.Close()
-		}
-	}
+	closeAll(b.c1, b.b1, b.c2, b.b2, b.s1, b.s2, b.g, b.t1, b.t2, b.dxs)
 	b.batch = n
 	o := n * b.s.Out
 	b.c1, b.b1, b.c2, b.b2 = b.c.MustAlloc(o), b.c.MustAlloc(o), b.c.MustAlloc(o), b.c.MustAlloc(o)
