@@ -245,6 +245,13 @@ func (w *World) Barrier() error {
 	return err
 }
 
+// QuietBarrier is Barrier unseen by the flight recorder: a step inside a
+// collective that its caller records as one call (the GPU ring's steps),
+// so a dump names that collective, not its last barrier.
+func (w *World) QuietBarrier() error {
+	return errorf(C.tr_barrier(w.comm), w.rank, "MPI_Barrier")
+}
+
 // Finalize frees the world's communicator and shuts MPI down. Call it once
 // on every rank, after the last collective; after a failure call Abort
 // instead, since Finalize waits for ranks that may never come.

@@ -111,7 +111,7 @@ class GPT(nn.Module):
 
     def forward(self, idx):
         t = self.transformer
-        x = t.wte(idx) + t.wpe(torch.arange(idx.shape[1]))
+        x = t.wte(idx) + t.wpe(torch.arange(idx.shape[1], device=idx.device))
         for block in t.h:
             x = block(x)
         return F.linear(t.ln_f(x), self.lm_head.weight[: self.vocab])
