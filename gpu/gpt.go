@@ -155,7 +155,7 @@ func (l *conv1d) forward(y, x *Buf, n int) {
 func (l *conv1d) backward(dx, dy, x, _ *Buf, n int) {
 	rows, in, out := n*l.s.T, l.s.Width, l.s.OutWidth
 	l.c.gemm(true, false, in, out, rows, 1, x, in, dy, out, 1, l.dw, out)
-	l.c.launch("bias_rows_grad", int64(out), l.db, dy, rows, out)
+	l.c.sumRows(l.db, dy, rows, out)
 	if dx != nil {
 		l.c.gemm(false, true, rows, in, out, 1, dy, out, l.w, out, 0, dx, in)
 	}

@@ -217,7 +217,7 @@ func (n *Net) Loss(labels []int32, b int, grad bool) (float64, int, error) {
 	if grad {
 		d = n.grads[len(n.layers)]
 	}
-	n.ctx.launch("xent", int64(rows), d, n.out, n.acts[len(n.layers)], n.labels, rows, n.m.Classes())
+	n.xent(d, rows)
 	return n.LossResult(b)
 }
 
@@ -240,7 +240,13 @@ func (n *Net) ForwardLabeled(x []float32, labels []int32, b int) error {
 func (n *Net) QueueLoss(b int) {
 	rows := b * n.m.Positions()
 	n.out.Zero()
-	n.ctx.launch("xent", int64(rows), n.grads[len(n.layers)], n.out, n.acts[len(n.layers)], n.labels, rows, n.m.Classes())
+	n.xent(n.grads[len(n.layers)], rows)
+}
+
+// xent queues the loss of rows rows (and its gradient into d unless nil):
+// one block per row, as the kernel expects.
+func (n *Net) xent(d *Buf, rows int) {
+	n.ctx.launchGrid("xent", uint(min(rows, 1<<20)), 1, 256, d, n.out, n.acts[len(n.layers)], n.labels, rows, n.m.Classes())
 }
 
 // LossResult waits for the queued work and returns the mean loss and the
@@ -324,7 +330,7 @@ func (l *linear) forward(y, x *Buf, n int) {
 func (l *linear) backward(dx, dy, x, _ *Buf, n int) {
 	in, out := l.s.In, l.s.Out
 	l.c.gemm(true, false, out, in, n, 1, dy, out, x, in, 1, l.dw, in)
-	l.c.launch("bias_rows_grad", int64(out), l.db, dy, n, out)
+	l.c.sumRows(l.db, dy, n, out)
 	if dx != nil {
 		l.c.gemm(false, false, n, in, out, 1, dy, out, l.w, in, 0, dx, in)
 	}

@@ -21,15 +21,6 @@ __global__ void scale(float *p, float a, long long n) { LOOP(i, n) p[i] *= a; }
 // y[r, o] += b[o]: a Linear layer's bias, rows of out values.
 __global__ void bias_rows(float *y, const float *b, int rows, int out) { LOOP32(i, rows * out) y[i] += b[i % out]; }
 
-// db[o] += sum over rows of dy[r, o].
-__global__ void bias_rows_grad(float *db, const float *dy, int rows, int out) {
-	LOOP(o, out) {
-		float s = 0;
-		for (int r = 0; r < rows; r++) s += dy[(long long)r * out + o];
-		db[o] += s;
-	}
-}
-
 // y[b, c, p] += bias[c]: a convolution's bias on NCHW.
 __global__ void bias_chan(float *y, const float *bias, int n, int C, int hw) {
 	LOOP32(i, n * C * hw) y[i] += bias[(i / hw) % C];
@@ -223,25 +214,69 @@ __global__ void bn_dx(float *dx, const float *dy, const float *x, const float *y
 	}
 }
 
-// Softmax cross-entropy, one thread per sample: dlogits = (softmax - onehot)/n,
-// out[0] += loss, out[1] += correct (doubles).
+// Softmax cross-entropy, one block of XENT_THREADS per row (the GPT's rows
+// have 50257 classes: a thread per row left the GPU idle, 66 ms a step):
+// dlogits = (softmax - onehot)/n, out[0] += loss, out[1] += correct
+// (doubles). Each thread keeps a running maximum, its first position and
+// the sum of exp(x - max) over its strided share of the row (the online
+// softmax); the block combines them, ties going to the lower position as
+// the CPU's argmax does.
+#define XENT_THREADS 256
+
+struct softmax_part {
+	float m, s; // running maximum, sum of exp(x - m)
+	int at;     // the maximum's first position
+};
+
+__device__ softmax_part softmax_join(softmax_part a, softmax_part b) {
+	if (b.m > a.m || (b.m == a.m && b.at < a.at)) {
+		softmax_part t = a;
+		a = b, b = t;
+	}
+	// a has the larger maximum (an empty part has s = 0).
+	if (b.s > 0) a.s += b.s * expf(b.m - a.m);
+	return a;
+}
+
 __global__ void xent(float *dlogits, double *out, const float *logits, const int *labels, int n, int classes) {
-	LOOP(i, n) {
+	__shared__ softmax_part warps[XENT_THREADS / 32];
+	__shared__ float lse_row;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	for (int i = blockIdx.x; i < n; i += gridDim.x) {
 		const float *row = logits + i * (long long)classes;
-		int best = 0;
-		for (int j = 1; j < classes; j++)
-			if (row[j] > row[best]) best = j;
-		double m = row[best], sum = 0;
-		for (int j = 0; j < classes; j++) sum += exp((double)row[j] - m);
-		double lse = m + log(sum), inv = 1.0 / n;
-		int y = labels[i];
-		atomicAdd(out, lse - (double)row[y]);
-		if (best == y) atomicAdd(out + 1, 1.0);
-		if (dlogits) {
-			float *d = dlogits + i * (long long)classes;
-			for (int j = 0; j < classes; j++) d[j] = (float)(exp((double)row[j] - lse) * inv);
-			d[y] -= (float)inv;
+		softmax_part p = {-3.0e38f, 0, classes}; // empty: below any logit
+		for (int j = threadIdx.x; j < classes; j += blockDim.x) {
+			float x = row[j];
+			if (x > p.m) {
+				p.s = p.s * expf(p.m - x) + 1, p.m = x, p.at = j;
+			} else {
+				p.s += expf(x - p.m);
+				if (p.at == classes) p.at = j; // x is NaN: keep a position
+			}
 		}
+		for (int o = 16; o > 0; o >>= 1) {
+			softmax_part q = {__shfl_xor_sync(0xffffffff, p.m, o), __shfl_xor_sync(0xffffffff, p.s, o),
+			                  __shfl_xor_sync(0xffffffff, p.at, o)};
+			p = softmax_join(p, q);
+		}
+		if (lane == 0) warps[warp] = p;
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			softmax_part t = warps[0];
+			for (int w = 1; w < (int)(blockDim.x >> 5); w++) t = softmax_join(t, warps[w]);
+			int y = labels[i];
+			double lse = (double)t.m + log((double)t.s);
+			atomicAdd(out, lse - (double)row[y]);
+			if (t.at == y) atomicAdd(out + 1, 1.0);
+			lse_row = (float)lse;
+		}
+		__syncthreads();
+		if (dlogits) {
+			float *d = dlogits + i * (long long)classes, lse = lse_row, inv = 1.0f / n;
+			int y = labels[i];
+			for (int j = threadIdx.x; j < classes; j += blockDim.x) d[j] = expf(row[j] - lse) * inv - (j == y ? inv : 0);
+		}
+		__syncthreads(); // warps[] and lse_row are reused by the next row
 	}
 }
 
