@@ -217,9 +217,7 @@ func (b *gptBlock) forward(y, x *Buf, n int) {
 	t := b.c.timed
 	t("layernorm fwd", func() { b.ln1.forward(b.a1, x, n) })
 	t("linear fwd", func() { b.attn.forward(b.qkv, b.a1, n) })
-	t("attention fwd", func() {
-		b.c.launchGrid("attn_fwd", uint(rows), uint(b.s.Heads), 32, b.o, b.lse, b.qkv, b.s.T, C, b.s.Heads, b.hd, b.scale)
-	})
+	t("attention fwd", func() { b.attention("attn_fwd", "flash_fwd", n, b.o, b.lse, b.qkv, b.s.T, C, b.s.Heads, b.hd, b.scale) })
 	t("linear fwd", func() { b.proj.forward(b.at, b.o, n) })
 	t("residual", func() { b.c.launch("add2", int64(rows*C), b.x1, x, b.at, int64(rows*C)) })
 	t("layernorm fwd", func() { b.ln2.forward(b.a2, b.x1, n) })
@@ -227,6 +225,18 @@ func (b *gptBlock) forward(y, x *Buf, n int) {
 	t("gelu fwd", func() { b.c.launch("gelu_fwd", int64(rows*f), b.g, b.hid, int64(rows*f)) })
 	t("linear fwd", func() { b.mlp.forward(y, b.g, n) })
 	t("residual", func() { y.Slice(0, rows*C).AddFrom(b.x1.Slice(0, rows*C)) })
+}
+
+// attention launches one of the attention kernels for n samples: the
+// tiled one (flash.cu) for heads of up to 64 dimensions, a block per 64
+// rows of a (sample, head); otherwise the warp-per-row one (gpt.cu).
+func (b *gptBlock) attention(perRow, tiled string, n int, args ...any) {
+	if b.hd > flashTile {
+		b.c.launchGrid(perRow, uint(n*b.s.T), uint(b.s.Heads), 32, args...)
+		return
+	}
+	tiles := (b.s.T + flashTile - 1) / flashTile
+	b.c.launchShared(b.c.stream, tiled, uint(tiles), uint(n*b.s.Heads), 256, uint(flashShared[tiled]), args...)
 }
 
 // backward as model.GPTBlock's: the residual paths carry dy through, each
@@ -242,8 +252,8 @@ func (b *gptBlock) backward(dx, dy, x, _ *Buf, n int) {
 	t("layernorm bwd", func() { b.ln2.backwardAdd(s.d1, s.d2, b.x1, n, true) })
 	t("linear bwd", func() { b.proj.backward(s.do, s.d1, b.o, nil, n) })
 	t("attention bwd", func() {
-		b.c.launchGrid("attn_bwd_q", uint(rows), uint(b.s.Heads), 32, s.dqkv, s.attnD, b.qkv, b.o, s.do, b.lse, b.s.T, C, b.s.Heads, b.hd, b.scale)
-		b.c.launchGrid("attn_bwd_kv", uint(rows), uint(b.s.Heads), 32, s.dqkv, s.attnD, b.qkv, s.do, b.lse, b.s.T, C, b.s.Heads, b.hd, b.scale)
+		b.attention("attn_bwd_q", "flash_bwd_q", n, s.dqkv, s.attnD, b.qkv, b.o, s.do, b.lse, b.s.T, C, b.s.Heads, b.hd, b.scale)
+		b.attention("attn_bwd_kv", "flash_bwd_kv", n, s.dqkv, s.attnD, b.qkv, s.do, b.lse, b.s.T, C, b.s.Heads, b.hd, b.scale)
 	})
 	t("linear bwd", func() { b.attn.backward(s.d2, s.dqkv, b.a1, nil, n) })
 	if dx == nil {

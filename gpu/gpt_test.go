@@ -16,12 +16,16 @@ import (
 // the loss over every position) against the CPU path from the same
 // weights and tokens: the logits, every activation and its gradient, the
 // loss and every parameter gradient within 1e-4 relative in fp32. Heads of
-// 16 and of 40 dimensions (one and two per lane of the attention's warp).
+// 16, 40 and 64 dimensions take the tiled attention (flash.cu; 100
+// positions are two tiles of 64, the second partly past the end, the
+// causal mask crossing both), heads of 96 the warp-per-row one (gpt.cu).
 func TestGPTConformance(t *testing.T) {
 	c := open(t)
 	for _, g := range []model.GPTConfig{
 		{Layers: 2, Heads: 2, Dim: 32, Context: 16, Vocab: 61, VocabPadded: 64},
 		{Layers: 1, Heads: 2, Dim: 80, Context: 9, Vocab: 50, VocabPadded: 50},
+		{Layers: 1, Heads: 2, Dim: 128, Context: 100, Vocab: 40, VocabPadded: 40},
+		{Layers: 1, Heads: 1, Dim: 96, Context: 9, Vocab: 30, VocabPadded: 32},
 	} {
 		t.Run(fmt.Sprintf("L%d-H%d-C%d-T%d", g.Layers, g.Heads, g.Dim, g.Context), func(t *testing.T) {
 			conformGPT(t, c, g, 3)

@@ -141,15 +141,24 @@ func Info(ordinal int) (Device, error) {
 	return Device{Ordinal: ordinal, Name: C.GoString(&name[0]), Major: int(major), Minor: int(minor), Memory: uint64(mem)}, nil
 }
 
-// The kernels: kernels.cu, then gpt.cu (which uses its macros), compiled
-// as one program.
+// The kernels: kernels.cu, then gpt.cu (which uses its macros) and
+// flash.cu, compiled as one program.
 var (
 	//go:embed kernels/kernels.cu
 	kernelsCU string
 	//go:embed kernels/gpt.cu
-	gptCU        string
-	kernelSource = kernelsCU + "\n#line 1 \"gpt.cu\"\n" + gptCU
+	gptCU string
+	//go:embed kernels/flash.cu
+	flashCU      string
+	kernelSource = kernelsCU + "\n#line 1 \"gpt.cu\"\n" + gptCU + "\n#line 1 \"flash.cu\"\n" + flashCU
 )
+
+// flashTile is flash.cu's FT and flashShared each of its kernels' dynamic
+// shared memory: tiles of 64 x 65 floats (Q, K, V, P; Q, dO, K, V, dS;
+// K, V, Q, dO, P, dS), more than the default 48 KB.
+const flashTile = 64
+
+var flashShared = map[string]int{"flash_fwd": 4 * 64 * 65 * 4, "flash_bwd_q": 5 * 64 * 65 * 4, "flash_bwd_kv": 6 * 64 * 65 * 4}
 
 // Precision selects the arithmetic of matrix products and convolutions:
 // fp32 (exact float32, the default and what the tests compare), tf32
@@ -301,6 +310,11 @@ func (c *Ctx) compile() error {
 			return err
 		}
 		c.fns[k] = fn
+		if bytes := flashShared[k]; bytes > 0 {
+			if err := check("cuFuncSetAttribute("+k+")", C.cu_func_max_shared(fn, C.int(bytes))); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -313,6 +327,7 @@ var kernelNames = []string{
 	"bn_dx_coef", "bn_dx", "xent", "sgd", "adam", "sumsq",
 	"embed_fwd", "embed_bwd_pos", "embed_bwd_tok", "ln_fwd", "ln_bwd_dx", "ln_param_part", "ln_param_sum",
 	"gelu_fwd", "gelu_bwd", "add2", "attn_fwd", "attn_bwd_q", "attn_bwd_kv",
+	"flash_fwd", "flash_bwd_q", "flash_bwd_kv",
 }
 
 // fail keeps the first error of a queued call: work is queued without
@@ -367,10 +382,15 @@ func (c *Ctx) launchOn(s C.cstream, name string, n int64, args ...any) {
 
 // launchGrid queues a kernel on a gx x gy grid of block-thread blocks.
 func (c *Ctx) launchGrid(name string, gx, gy, block uint, args ...any) {
-	c.launchGridOn(c.stream, name, gx, gy, block, args...)
+	c.launchShared(c.stream, name, gx, gy, block, 0, args...)
 }
 
 func (c *Ctx) launchGridOn(s C.cstream, name string, gx, gy, block uint, args ...any) {
+	c.launchShared(s, name, gx, gy, block, 0, args...)
+}
+
+// launchShared is launchGridOn with shared bytes of dynamic shared memory.
+func (c *Ctx) launchShared(s C.cstream, name string, gx, gy, block, shared uint, args ...any) {
 	fn := c.fns[name]
 	if fn == nil {
 		c.fail(fmt.Errorf("gpu: no kernel %q", name))
@@ -410,7 +430,7 @@ func (c *Ctx) launchGridOn(s C.cstream, name string, gx, gy, block uint, args ..
 		}
 		ptrs[i] = p
 	}
-	c.fail(check("cuLaunchKernel("+name+")", C.cu_launch(fn, C.uint(gx), C.uint(gy), 1, C.uint(block), 1, 1, 0, s, (*unsafe.Pointer)(unsafe.Pointer(&ptrs[0])))))
+	c.fail(check("cuLaunchKernel("+name+")", C.cu_launch(fn, C.uint(gx), C.uint(gy), 1, C.uint(block), 1, 1, C.uint(shared), s, (*unsafe.Pointer)(unsafe.Pointer(&ptrs[0])))))
 }
 
 // Buf is device memory of float32 values (or, for a few, of doubles or

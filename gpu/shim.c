@@ -69,6 +69,7 @@ static CUresult (*p_equery)(void *);
 static CUresult (*p_elapsed)(float *, void *, void *);
 static CUresult (*p_modload)(void **, const void *);
 static CUresult (*p_modfn)(void **, void *, const char *);
+static CUresult (*p_fnattr)(void *, int, int);
 static CUresult (*p_launch)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, cstream,
                             void **, void **);
 typedef struct { char b[64]; } ipc_handle;
@@ -116,6 +117,7 @@ int cu_load(const char *path, char *err, int errlen) {
 	    {(void **)&p_modload, "cuModuleLoadData"},
 	    {(void **)&p_modfn, "cuModuleGetFunction"},
 	    {(void **)&p_launch, "cuLaunchKernel"},
+	    {(void **)&p_fnattr, "cuFuncSetAttribute"},
 	    {(void **)&p_ipcget, "cuIpcGetMemHandle"},
 	    {(void **)&p_ipcopen, "cuIpcOpenMemHandle_v2"},
 	    {(void **)&p_ipcclose, "cuIpcCloseMemHandle"},
@@ -186,6 +188,11 @@ int cu_event_query(void *ev) { CUR; return p_equery(ev); }
 int cu_event_elapsed(float *ms, void *start, void *end) { CUR; return p_elapsed(ms, start, end); }
 int cu_module_load(void **mod, const void *image) { CUR; return p_modload(mod, image); }
 int cu_module_function(void **fn, void *mod, const char *name) { CUR; return p_modfn(fn, mod, name); }
+
+int cu_func_max_shared(void *fn, int bytes) {
+	CUR;
+	return p_fnattr(fn, 8 /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */, bytes);
+}
 
 int cu_launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
               unsigned shared, cstream s, void **args) {

@@ -51,6 +51,9 @@ int cu_event_query(void *ev); // 0 done, 600 (CUDA_ERROR_NOT_READY) not yet
 int cu_event_elapsed(float *ms, void *start, void *end);
 int cu_module_load(void **mod, const void *image);
 int cu_module_function(void **fn, void *mod, const char *name);
+// cu_func_max_shared lets fn be launched with up to bytes of dynamic
+// shared memory (above the default 48 KB).
+int cu_func_max_shared(void *fn, int bytes);
 int cu_launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
               unsigned shared, cstream s, void **args);
 int cu_ipc_handle(void *handle64, dptr p);

@@ -204,6 +204,7 @@ template <typename T> static T exchange(T v, int src) {
 #define __restrict__ __restrict
 #define __launch_bounds__(...)
 #define __shared__ static
+#define DYN_SHARED(T, name) T *name = (T *)emu::dyn_smem // extern __shared__ T name[] on the GPU
 
 static inline void __syncthreads() { emu::wait(emu::WAIT_BLOCK); }
 static inline void __syncwarp(unsigned = 0xffffffff) { emu::wait(emu::WAIT_WARP); }
