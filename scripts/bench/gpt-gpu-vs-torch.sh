@@ -34,7 +34,7 @@ for r in $(seq "$R"); do
 		tok[$mode]+="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tokens_per_s"])' "$j") "
 		mem[$mode]+="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["peak_device_mib"])' "$j") "
 	done
-	echo "round $r: ours ${tok[ours]##* } eager ${tok[eager]##* } compile ${tok[compile]##* }" | tr -s ' '
+	echo "round $r: ours $(awk '{print $NF}' <<<"${tok[ours]}") eager $(awk '{print $NF}' <<<"${tok[eager]}") compile $(awk '{print $NF}' <<<"${tok[compile]}")"
 done
 median() { tr ' ' '\n' <<<"$1" | grep . | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 o=$(median "${tok[ours]}")
