@@ -532,49 +532,6 @@ func (b *Buf) UploadBytes(p unsafe.Pointer, bytes int) error {
 	return b.ctx.Sync()
 }
 
-// uploadPinned queues a copy of bytes from pinned host memory (a stage)
-// and returns at once: the memory must stay until the copy is done.
-func (b *Buf) uploadPinned(p unsafe.Pointer, bytes int) {
-	if bytes > 4*b.n {
-		b.ctx.fail(fmt.Errorf("gpu: upload of %d bytes into %d", bytes, 4*b.n))
-		return
-	}
-	b.ctx.fail(check("cuMemcpyHtoD", C.cu_htod(b.ptr, p, C.size_t(bytes), b.ctx.stream)))
-}
-
-// stage is pinned host memory that a batch is copied through; done marks
-// the end of the last copies out of it.
-type stage struct {
-	p     unsafe.Pointer
-	bytes int
-	done  *Event
-}
-
-// take returns at least bytes of the stage once its last copies are done
-// (long since, as a rule: a step synchronises before the next batch).
-func (s *stage) take(c *Ctx, bytes int) (unsafe.Pointer, error) {
-	if s.done == nil {
-		e, err := c.NewEvent()
-		if err != nil {
-			return nil, err
-		}
-		s.done = e
-	} else if err := s.done.Wait(); err != nil {
-		return nil, err
-	}
-	if bytes > s.bytes {
-		if s.p != nil {
-			C.cu_host_free(s.p)
-			s.p, s.bytes = nil, 0
-		}
-		if err := check("cuMemHostAlloc", C.cu_host_alloc(&s.p, C.size_t(bytes))); err != nil {
-			return nil, err
-		}
-		s.bytes = bytes
-	}
-	return s.p, nil
-}
-
 // Download copies the first len(v) values into v, after the queued work.
 func (b *Buf) Download(v []float32) error {
 	if len(v) > b.n {

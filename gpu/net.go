@@ -23,7 +23,6 @@ type Net struct {
 	grads   []*Buf
 	batch   int
 	labels  *Buf // int32
-	stage   stage
 	out     *Buf // two doubles: loss sum, correct count
 	// OnGradReady is Model.OnGradReady for the GPU: called after each
 	// layer with parameters, with the offset from which gradients are
@@ -185,11 +184,6 @@ func (n *Net) Forward(x []float32, b int) error {
 	if err := n.acts[0].Upload(x[:b*n.specs[0].In]); err != nil {
 		return err
 	}
-	return n.forward(b)
-}
-
-// forward queues the layers on the uploaded input.
-func (n *Net) forward(b int) error {
 	for i, l := range n.layers {
 		switch {
 		case l == nil:
@@ -227,26 +221,17 @@ func (n *Net) Loss(labels []int32, b int, grad bool) (float64, int, error) {
 	return n.LossResult(b)
 }
 
-// ForwardLabeled is Forward with the batch's labels, for QueueLoss and
-// training steps. The batch and labels go through pinned host memory
-// (stage), so their copies are queued on the stream like the kernels:
-// a copy from Go's memory waits for the stream to drain first (Upload),
-// which left the GPU idle between steps while the host copied.
+// ForwardLabeled is Forward with the batch's labels uploaded first, for
+// QueueLoss: both copies are made before any kernel is queued, so neither
+// waits for the GPU.
 func (n *Net) ForwardLabeled(x []float32, labels []int32, b int) error {
 	if err := n.ensure(b); err != nil {
 		return err
 	}
-	xb, lb := 4*b*n.specs[0].In, 4*b*n.m.Positions()
-	p, err := n.stage.take(n.ctx, xb+lb)
-	if err != nil {
+	if err := n.labels.UploadBytes(unsafe.Pointer(&labels[0]), 4*b*n.m.Positions()); err != nil {
 		return err
 	}
-	copy(unsafe.Slice((*float32)(p), xb/4), x[:xb/4])
-	copy(unsafe.Slice((*int32)(unsafe.Add(p, xb)), lb/4), labels[:lb/4])
-	n.acts[0].uploadPinned(p, xb)
-	n.labels.uploadPinned(unsafe.Add(p, xb), lb)
-	n.stage.done.Record()
-	return n.forward(b)
+	return n.Forward(x, b)
 }
 
 // QueueLoss queues the loss of the last ForwardLabeled and its gradient
