@@ -281,26 +281,15 @@ static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline float __frcp_rn(float x) { return 1.0f / x; }
 static inline float __saturatef(float x) { return x < 0 ? 0 : x > 1 ? 1 : x; }
-static inline int __float_as_int(float x) {
-	int i;
-	memcpy(&i, &x, 4);
-	return i;
+template <typename To, typename From> static inline To emu_bits(From x) {
+	To y;
+	memcpy(&y, &x, sizeof y);
+	return y;
 }
-static inline float __int_as_float(int i) {
-	float x;
-	memcpy(&x, &i, 4);
-	return x;
-}
-static inline unsigned __float_as_uint(float x) {
-	unsigned i;
-	memcpy(&i, &x, 4);
-	return i;
-}
-static inline float __uint_as_float(unsigned i) {
-	float x;
-	memcpy(&x, &i, 4);
-	return x;
-}
+static inline int __float_as_int(float x) { return emu_bits<int>(x); }
+static inline float __int_as_float(int i) { return emu_bits<float>(i); }
+static inline unsigned __float_as_uint(float x) { return emu_bits<unsigned>(x); }
+static inline float __uint_as_float(unsigned i) { return emu_bits<float>(i); }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 
 // bfloat16 as cuda_bf16.h declares it: storage, round-to-nearest-even

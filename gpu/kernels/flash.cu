@@ -83,6 +83,23 @@ __device__ float row_sum(float v) {
 	return v;
 }
 
+// p_ds recomputes a tile's probabilities from the rows' log-sum-exp L,
+// zero past the causal mask and the sequence's end, and writes dS = P (dP
+// - D) (and P, unless Ps is null) for query rows q0 + ty + 16i and keys
+// k0 + tx + 16j: both backward kernels' step between their products.
+__device__ void p_ds(float *Ps, float *dSs, const float sc[4][4], const float dp[4][4], const float L[4],
+                     const float Dr[4], int q0, int k0, int T, float scale, int tx, int ty) {
+	FUNROLL for (int i = 0; i < 4; i++) {
+		int r = q0 + ty + 16 * i;
+		FUNROLL for (int j = 0; j < 4; j++) {
+			int c = k0 + tx + 16 * j;
+			float p = c <= r && r < T ? expf(sc[i][j] * scale - L[i]) : 0.f;
+			if (Ps) Ps[(ty + 16 * i) * FLD + tx + 16 * j] = p;
+			dSs[(ty + 16 * i) * FLD + tx + 16 * j] = p * (dp[i][j] - Dr[i]);
+		}
+	}
+}
+
 // Forward: O and the rows' log-sum-exp (for backward). Grid (tiles,
 // n*H), the tile with the most keys first.
 __global__ void flash_fwd(float *o, float *lse, const float *qkv, int T, int C, int H, int hd, float scale) {
@@ -171,14 +188,7 @@ __global__ void flash_bwd_q(float *dqkv, float *D, const float *qkv, const float
 		float sc[4][4], dp[4][4];
 		tile_abt(sc, Qs, Ks, tx, ty);
 		tile_abt(dp, dOs, Vs, tx, ty);
-		FUNROLL for (int i = 0; i < 4; i++) {
-			int r = q0 + ty + 16 * i;
-			FUNROLL for (int j = 0; j < 4; j++) {
-				int c = k0 + tx + 16 * j;
-				float p = c <= r && r < T ? expf(sc[i][j] * scale - L[i]) : 0.f;
-				dSs[(ty + 16 * i) * FLD + tx + 16 * j] = p * (dp[i][j] - Dr[i]);
-			}
-		}
+		p_ds(nullptr, dSs, sc, dp, L, Dr, q0, k0, T, scale, tx, ty);
 		__syncthreads();
 		tile_ab(dq, dSs, Ks, tx, ty);
 	}
@@ -216,16 +226,12 @@ __global__ void flash_bwd_kv(float *dqkv, const float *D, const float *qkv, cons
 		float sc[4][4], dp[4][4];
 		tile_abt(sc, Qs, Ks, tx, ty);
 		tile_abt(dp, dOs, Vs, tx, ty);
+		float L[4], Dr[4];
 		FUNROLL for (int i = 0; i < 4; i++) {
 			int r = q0 + ty + 16 * i;
-			float L = r < T ? lse[lrow + r] : 0, Dr = r < T ? D[lrow + r] : 0;
-			FUNROLL for (int j = 0; j < 4; j++) {
-				int c = k0 + tx + 16 * j;
-				float p = c <= r && r < T ? expf(sc[i][j] * scale - L) : 0.f;
-				Ps[(ty + 16 * i) * FLD + tx + 16 * j] = p;
-				dSs[(ty + 16 * i) * FLD + tx + 16 * j] = p * (dp[i][j] - Dr);
-			}
+			L[i] = r < T ? lse[lrow + r] : 0, Dr[i] = r < T ? D[lrow + r] : 0;
 		}
+		p_ds(Ps, dSs, sc, dp, L, Dr, q0, k0, T, scale, tx, ty);
 		__syncthreads();
 		tile_atb(dv, Ps, dOs, tx, ty);
 		tile_atb(dk, dSs, Qs, tx, ty);
