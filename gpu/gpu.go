@@ -153,12 +153,16 @@ var (
 	kernelSource = kernelsCU + "\n#line 1 \"gpt.cu\"\n" + gptCU + "\n#line 1 \"flash.cu\"\n" + flashCU
 )
 
-// flashTile is flash.cu's FT and flashShared each of its kernels' dynamic
-// shared memory: tiles of 64 x 65 floats (Q, K, V, P; Q, dO, K, V, dS;
-// K, V, Q, dO, P, dS), more than the default 48 KB.
-const flashTile = 64
+// flashTile is flash.cu's FT (rows of 64, padded to 65 floats in shared
+// memory: FLD) and flashShared each of its kernels' dynamic shared memory,
+// in tiles (Q, K, V, P; Q, dO, K, V, dS; K, V, Q, dO, P, dS): more than the
+// default 48 KB.
+const (
+	flashTile      = 64
+	flashTileBytes = flashTile * (flashTile + 1) * 4
+)
 
-var flashShared = map[string]int{"flash_fwd": 4 * 64 * 65 * 4, "flash_bwd_q": 5 * 64 * 65 * 4, "flash_bwd_kv": 6 * 64 * 65 * 4}
+var flashShared = map[string]int{"flash_fwd": 4 * flashTileBytes, "flash_bwd_q": 5 * flashTileBytes, "flash_bwd_kv": 6 * flashTileBytes}
 
 // Precision selects the arithmetic of matrix products and convolutions:
 // fp32 (exact float32, the default and what the tests compare), tf32
@@ -319,7 +323,8 @@ func (c *Ctx) compile() error {
 	return nil
 }
 
-// kernelNames are the kernels of kernels.cu the Go side launches.
+// kernelNames are the kernels of kernels.cu, gpt.cu and flash.cu the Go
+// side launches.
 var kernelNames = []string{
 	"fill", "add_to", "scale", "bias_rows", "bias_chan", "bias_chan_grad",
 	"relu_fwd", "relu_bwd", "add_relu", "maxpool_fwd", "maxpool_bwd", "avgpool_fwd", "avgpool_bwd",
