@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,6 +73,44 @@ func sampleKeys(t *testing.T, dir string) map[int][]string {
 		}
 	}
 	return byEpoch
+}
+
+// sameSteps fails unless the --sample-log records in dirs a and b hold
+// the same samples at every (epoch, step), whichever rank read them: two
+// runs at different np that must train on the same global batches.
+func sameSteps(t *testing.T, what, a, b string) {
+	t.Helper()
+	read := func(dir string) map[[2]int][]string {
+		files, _ := filepath.Glob(filepath.Join(dir, "samples-rank*.txt"))
+		steps := map[[2]int][]string{}
+		for _, f := range files {
+			body, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+				var e, s int
+				var k string
+				if _, err := fmt.Sscan(l, &e, &s, &k); err != nil {
+					t.Fatalf("%s: %q: %v", f, l, err)
+				}
+				steps[[2]int{e, s}] = append(steps[[2]int{e, s}], k)
+			}
+		}
+		for _, keys := range steps {
+			slices.Sort(keys)
+		}
+		return steps
+	}
+	want, got := read(a), read(b)
+	for dir, steps := range map[string]map[[2]int][]string{a: want, b: got} {
+		if len(steps) == 0 {
+			t.Fatalf("%s: no sample record in %s", what, dir)
+		}
+	}
+	if !maps.EqualFunc(want, got, slices.Equal) {
+		t.Errorf("%s: the global batches differ:\n%v\nwant\n%v", what, got, want)
+	}
 }
 
 // onceEach fails unless got holds every key of want once.

@@ -20,10 +20,15 @@ type sampleLog struct {
 	src keyed
 }
 
+// openSampleLog opens rank's file in dir, making dir as --checkpoint-dir
+// is made, or returns nil when there is nothing to record.
 func openSampleLog(dir string, rank int, src source) (*sampleLog, error) {
 	k, ok := src.(keyed)
 	if dir == "" || !ok {
 		return nil, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("--sample-log %s: %v", dir, err)
 	}
 	p := filepath.Join(dir, fmt.Sprintf("samples-rank%05d.txt", rank))
 	f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)

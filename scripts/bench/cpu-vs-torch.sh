@@ -64,8 +64,8 @@ gpt=(--layers 6 --heads 6 --dim 384 --context 256 --batch-size 4)
 for np in 1 "$T"; do
 	th=$T
 	[[ $np -gt 1 ]] && th=1
-	run "ResNet-20" "$np" "$th" "${resnet[@]}" --bn local -- "$here/../torch_bench.py" "${resnet[@]}"
-	run "ResNet-20, --conv winograd" "$np" "$th" "${resnet[@]}" --bn local --conv winograd -- "$here/../torch_bench.py" "${resnet[@]}"
+	run "ResNet-20, --conv im2col" "$np" "$th" "${resnet[@]}" --bn local --conv im2col -- "$here/../torch_bench.py" "${resnet[@]}"
+	run "ResNet-20 (Winograd, the default)" "$np" "$th" "${resnet[@]}" --bn local -- "$here/../torch_bench.py" "${resnet[@]}"
 	run "MLP 784-256-10" "$np" "$th" "${mlp[@]}" --bn local -- "$here/../torch_bench.py" "${mlp[@]}"
 	run "GPT" "$np" "$th" --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --weight-decay 0.1 --steps 5 --warmup 1 -- \
 		"$here/../torch_gpt.py" bench --data "$data" "${gpt[@]}" --steps 5 --warmup 1
