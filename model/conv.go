@@ -43,13 +43,24 @@ var winograd = false
 // error against float64 is the same size: winograd_test.go).
 func UseWinograd(on bool) { winograd = on }
 
-// wino reports whether this convolution runs as Winograd's F(2x2, 3x3).
-// Measured (BenchmarkConv3x3, one thread): 1.4 to 2.3 times im2col's
-// speed from 14x14 up; at 7x7 (16 tiles of which a quarter is border)
-// as fast or slower, so those stay im2col.
-func (c *Conv2D) wino() bool {
-	return winograd && c.k == 3 && c.stride == 1 && c.pad == 1 && c.inH >= 8 && c.inW >= 8
+// wino is the output tile m of the Winograd F(m x m, 3x3) this
+// convolution runs as, 0 for im2col.
+func (c *Conv2D) wino() int {
+	if !winograd || c.k != 3 || c.stride != 1 || c.pad != 1 {
+		return 0
+	}
+	if winoTile != 0 {
+		return winoTile
+	}
+	if c.inH >= 8 && c.inW >= 8 {
+		return 2
+	}
+	return 0
 }
+
+// winoTile, when not 0, is the m every Winograd convolution uses (the
+// benchmarks and tests set it).
+var winoTile = 0
 
 // NewConv2D registers prefix.weight (outC, inC, k, k) and, with bias,
 // prefix.bias (outC).
@@ -138,12 +149,12 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 		return
 	}
 	useBLAS()
-	if c.wino() {
-		if c.u == nil {
-			c.u = make([]float32, 16*c.inC*c.outC)
+	if m := c.wino(); m != 0 {
+		if a := m + 2; len(c.u) < a*a*c.inC*c.outC {
+			c.u = make([]float32, a*a*c.inC*c.outC)
 		}
-		C.k_wino_weights(f32(c.u), f32(c.wt), C.size_t(c.outC), C.size_t(c.inC), 0)
-		C.k_wino_forward(c.shape(n), f32(y), f32(x), f32(c.u), C.float(beta))
+		C.k_wino_weights(f32(c.u), f32(c.wt), C.size_t(c.outC), C.size_t(c.inC), 0, C.int(m))
+		C.k_wino_forward(c.shape(n), f32(y), f32(x), f32(c.u), C.float(beta), C.int(m))
 		return
 	}
 	C.k_conv_forward(c.shape(n), f32(y), f32(x), f32(c.wt), C.float(beta))
@@ -161,8 +172,8 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 	}
 	useBLAS()
 	s := c.shape(n)
-	if c.wino() {
-		C.k_wino_dw(s, f32(c.dwt), f32(dy), f32(x))
+	if m := c.wino(); m != 0 {
+		C.k_wino_dw(s, f32(c.dwt), f32(dy), f32(x), C.int(m))
 	} else {
 		C.k_conv_dw(s, f32(c.dwt), f32(dy), f32(x))
 	}
@@ -189,13 +200,13 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 		return
 	}
 	need(n*c.InSize(), dx)
-	if c.wino() {
+	if m := c.wino(); m != 0 {
 		// dx is the forward convolution of dy with the kernel rotated and
-		// the channels swapped, padding 1 again.
-		C.k_wino_weights(f32(c.u), f32(c.wt), C.size_t(c.outC), C.size_t(c.inC), 1)
+		// the channels swapped, padding 1 again (Forward allocated u).
+		C.k_wino_weights(f32(c.u), f32(c.wt), C.size_t(c.outC), C.size_t(c.inC), 1, C.int(m))
 		t := *s
 		t.c, t.o = s.o, s.c
-		C.k_wino_forward(&t, f32(dx), f32(dy), f32(c.u), 0)
+		C.k_wino_forward(&t, f32(dx), f32(dy), f32(c.u), 0, C.int(m))
 		return
 	}
 	var wflip *C.float

@@ -59,16 +59,16 @@ struct k_conv_shape {
 	size_t n, c, h, w, o, oh, ow, k, stride, pad;
 };
 
-// Winograd F(2x2, 3x3) (winograd.c; k_wino_forward in par.c).
-void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip);
+// Winograd F(m x m, 3x3), m = 2 or 4 (winograd.c; k_wino_forward in par.c).
+void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, int m);
 void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
-                 float *work);
-size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O);
-void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *U, float beta);
+                 float *work, int m);
+size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int m);
+void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *U, float beta, int m);
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
-                    float *work);
-void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c);
-void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x);
+                    float *work, int m);
+void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, int m);
+void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x, int m);
 size_t k_conv_part(size_t n, size_t per_image);
 void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);
 void k_conv_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x);

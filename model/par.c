@@ -447,6 +447,7 @@ struct conv {
 	float *y, *dx, *parts;
 	float beta;
 	size_t u;
+	int m; // Winograd's output tile
 };
 
 #define IMAGES(cv, i, b0, b1)                     \
@@ -496,8 +497,9 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 	size_t in = s->h * s->w * s->c, out = s->h * s->w * s->o;
 	for (size_t i = lo; i < hi; i++) {
 		IMAGES(cv, i, b0, b1);
-		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->h, s->w, s->c, s->o));
-		k_wino_conv(cv->y + b0 * out, cv->x + b0 * in, cv->w, b1 - b0, s->h, s->w, s->c, s->o, cv->beta != 0, work);
+		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->h, s->w, s->c, s->o, cv->m));
+		k_wino_conv(cv->y + b0 * out, cv->x + b0 * in, cv->w, b1 - b0, s->h, s->w, s->c, s->o, cv->beta != 0, work,
+		            cv->m);
 	}
 }
 
@@ -508,16 +510,16 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 // that leaves the part's 16 products at least 512 tiles as rows, else
 // enough images for 512 (or the batch), for the products' efficiency
 // where an image has few tiles.
-static size_t wino_part(const struct k_conv_shape *s) {
-	size_t tiles = ((s->h + 1) / 2) * ((s->w + 1) / 2);
-	size_t u = k_conv_part(s->n, k_wino_work_floats(1, s->h, s->w, s->c, s->o));
+static size_t wino_part(const struct k_conv_shape *s, int m) {
+	size_t tiles = ((s->h + m - 1) / m) * ((s->w + m - 1) / m);
+	size_t u = k_conv_part(s->n, k_wino_work_floats(1, s->h, s->w, s->c, s->o, m));
 	if (u * tiles < 512) u = (512 + tiles - 1) / tiles;
 	return u < s->n ? u : s->n;
 }
 
-void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *U, float beta) {
-	struct conv cv = {.s = s, .x = x, .w = U, .y = y, .beta = beta};
-	cv.u = wino_part(s);
+void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *U, float beta, int m) {
+	struct conv cv = {.s = s, .x = x, .w = U, .y = y, .beta = beta, .m = m};
+	cv.u = wino_part(s, m);
 	run((s->n + cv.u - 1) / cv.u, t_wino, &cv);
 }
 
@@ -527,9 +529,9 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 	size_t in = s->h * s->w * s->c, out = s->h * s->w * s->o;
 	for (size_t i = lo; i < hi; i++) {
 		IMAGES(cv, i, b0, b1);
-		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->h, s->w, s->c, s->o) + s->o);
-		k_wino_dw_part(cv->parts + i * 16 * s->c * s->o, cv->x + b0 * in, cv->dy + b0 * out, b1 - b0, s->h, s->w,
-		               s->c, s->o, work);
+		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->h, s->w, s->c, s->o, cv->m));
+		k_wino_dw_part(cv->parts + i * (cv->m + 2) * (cv->m + 2) * s->c * s->o, cv->x + b0 * in, cv->dy + b0 * out,
+		               b1 - b0, s->h, s->w, s->c, s->o, work, cv->m);
 	}
 }
 
@@ -537,10 +539,10 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 // stride-1 padding-1 convolution through Winograd's transforms: each
 // part's 16 products, summed in part order, then brought back by
 // k_wino_weights_grad.
-void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x) {
-	size_t K = 16 * s->c * s->o;
-	struct conv cv = {.s = s, .x = x, .dy = dy};
-	cv.u = wino_part(s);
+void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x, int m) {
+	size_t K = (size_t)(m + 2) * (m + 2) * s->c * s->o;
+	struct conv cv = {.s = s, .x = x, .dy = dy, .m = m};
+	cv.u = wino_part(s, m);
 	size_t units = (s->n + cv.u - 1) / cv.u;
 	cv.parts = partials(units * K * sizeof(float));
 	run(units, t_wino_dw, &cv);
@@ -548,7 +550,7 @@ void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const 
 		const float *q = cv.parts + u * K;
 		for (size_t j = 0; j < K; j++) cv.parts[j] += q[j];
 	}
-	k_wino_weights_grad(dwt, cv.parts, s->o, s->c);
+	k_wino_weights_grad(dwt, cv.parts, s->o, s->c, m);
 }
 
 static void t_conv_dw(void *p, size_t lo, size_t hi, int w) {

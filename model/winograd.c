@@ -1,13 +1,16 @@
-// Winograd's F(2x2, 3x3) for the 3x3, stride-1, padding-1 convolutions
-// that are most of a ResNet's work (Lavin and Gray 2015, "Fast Algorithms
-// for Convolutional Neural Networks"). Each 2x2 block of outputs comes
-// from a 4x4 block of input through 16 element-wise products per channel
-// pair instead of 36: the input's 4x4 blocks and the kernel are taken to a
-// transformed space (B^T d B, G g G^T), where the products become 16
-// independent matrix products over the channels (one SGEMM each), and the
-// results come back through A^T m A. The transforms' coefficients are 0,
-// +-1 and 1/2, exact in binary, so the error added is a few roundings of
-// sums of four terms (measured in winograd_test.go).
+// Winograd's F(m x m, 3x3), m = 2 or 4, for the 3x3, stride-1, padding-1
+// convolutions that are most of a ResNet's work (Lavin and Gray 2015,
+// "Fast Algorithms for Convolutional Neural Networks"). Each m x m block
+// of outputs comes from an a x a block of input (a = m + 2) through a*a
+// element-wise products per channel pair instead of 9*m*m: 16 instead of
+// 36 for F(2x2), 36 instead of 144 for F(4x4). The input's blocks and the
+// kernel are taken to a transformed space (B^T d B, G g G^T), where the
+// products become a*a independent matrix products over the channels (one
+// SGEMM each), and the results come back through A^T m A.
+//
+// F(2x2)'s coefficients are 0, +-1 and 1/2, exact in binary. F(4x4)'s
+// (interpolation points 0, +-1, +-2) reach 8 in A^T and 1/6, 1/24 in G:
+// fewer products, more rounding (both measured in winograd_test.go).
 //
 // NHWC: a pixel's channels are contiguous, so every transform is a loop
 // over channels that the compiler vectorises.
@@ -21,213 +24,373 @@
 #define VEC
 #endif
 
-// k_wino_weights sets U (16, ci, co) to G g G^T of every kernel g:
-// flip 0: wt is (o, 3, 3, c), co = o and ci = c (the forward);
-// flip 1: the kernel rotated by 180 degrees with the channels swapped,
-// co = c and ci = o (the input gradient as a forward convolution of dy).
-VEC void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip) {
-	size_t co = flip ? c : o, ci = flip ? o : c;
-	for (size_t a = 0; a < co; a++)
-		for (size_t b = 0; b < ci; b++) {
-			float g[3][3];
-			for (size_t i = 0; i < 3; i++)
-				for (size_t j = 0; j < 3; j++)
-					g[i][j] = flip ? wt[((b * 3 + (2 - i)) * 3 + (2 - j)) * c + a] : wt[((a * 3 + i) * 3 + j) * c + b];
-			// G g: G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1].
-			float t[4][3];
-			for (size_t j = 0; j < 3; j++) {
-				t[0][j] = g[0][j];
-				t[1][j] = 0.5f * (g[0][j] + g[1][j] + g[2][j]);
-				t[2][j] = 0.5f * (g[0][j] - g[1][j] + g[2][j]);
-				t[3][j] = g[2][j];
-			}
-			for (size_t i = 0; i < 4; i++) {
-				float u[4] = {t[i][0], 0.5f * (t[i][0] + t[i][1] + t[i][2]), 0.5f * (t[i][0] - t[i][1] + t[i][2]),
-				              t[i][2]};
-				for (size_t j = 0; j < 4; j++) U[((i * 4 + j) * ci + b) * co + a] = u[j];
-			}
-		}
+// INL bodies take m as a constant from their callers, so each m gets its
+// own fully unrolled copy.
+#define INL static inline __attribute__((always_inline))
+#define AMAX 6
+// UNROLL unrolls a loop over a tile's rows or columns completely, which the
+// vectoriser needs before it can vectorise the loop over channels around it.
+#define UNROLL _Pragma("GCC unroll 8")
+
+// ---- the one-dimensional transforms; the 2-D ones apply them to the
+// rows and then the columns ----
+
+// bt is B^T d: a values of an input block's row or column to a.
+INL void bt(int m, float *r, const float *d) {
+	if (m == 2) {
+		// B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+		r[0] = d[0] - d[2], r[1] = d[1] + d[2], r[2] = d[2] - d[1], r[3] = d[1] - d[3];
+		return;
+	}
+	// B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0;
+	//        0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1]
+	float t1 = d[4] - 4 * d[2], t2 = d[3] - 4 * d[1], t3 = d[4] - d[2], t4 = 2 * (d[3] - d[1]);
+	r[0] = 4 * d[0] - 5 * d[2] + d[4], r[1] = t1 + t2, r[2] = t1 - t2, r[3] = t3 + t4, r[4] = t3 - t4;
+	r[5] = 4 * d[1] - 5 * d[3] + d[5];
 }
 
-// wino_input writes V (16, T, C) for the T = n * th * tw tiles of x (n, h,
-// w, C): tile (ty, tx) is the 4x4 block at (2ty-1, 2tx-1), zero outside
-// the image; V's 16 rows of a tile are B^T d B, B^T = [1 0 -1 0; 0 1 1 0;
-// 0 -1 1 0; 0 1 0 -1]. zero is C zeros.
-VEC static void wino_input(float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero) {
-	size_t th = (h + 1) / 2, tw = (w + 1) / 2, T = n * th * tw;
+// at is A^T s: a transformed values to m outputs.
+INL void at(int m, float *y, const float *s) {
+	if (m == 2) {
+		// A^T = [1 1 1 0; 0 1 -1 -1]
+		y[0] = s[0] + s[1] + s[2], y[1] = s[1] - s[2] - s[3];
+		return;
+	}
+	// A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+	float p = s[1] + s[2], q = s[1] - s[2], u = s[3] + s[4], v = s[3] - s[4];
+	y[0] = s[0] + p + u, y[1] = q + 2 * v, y[2] = p + 4 * u, y[3] = q + 8 * v + s[5];
+}
+
+// gk is G g: a kernel's 3 values to a.
+INL void gk(int m, float *u, const float *g) {
+	if (m == 2) {
+		// G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+		u[0] = g[0], u[1] = 0.5f * (g[0] + g[1] + g[2]), u[2] = 0.5f * (g[0] - g[1] + g[2]), u[3] = g[2];
+		return;
+	}
+	// G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6;
+	//      1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+	float e = g[0] + g[2], f = g[0] / 24 + g[2] / 6;
+	u[0] = g[0] / 4, u[1] = -(e + g[1]) / 6, u[2] = -(e - g[1]) / 6, u[3] = f + g[1] / 12, u[4] = f - g[1] / 12;
+	u[5] = g[2];
+}
+
+// gt is G^T u: a transformed values of a kernel's gradient to 3.
+INL void gt(int m, float *g, const float *u) {
+	if (m == 2) {
+		float p = 0.5f * (u[1] + u[2]);
+		g[0] = u[0] + p, g[1] = 0.5f * (u[1] - u[2]), g[2] = p + u[3];
+		return;
+	}
+	float p = u[1] + u[2], q = u[3] + u[4];
+	g[0] = u[0] / 4 - p / 6 + q / 24, g[1] = (u[2] - u[1]) / 6 + (u[3] - u[4]) / 12, g[2] = (q - p) / 6 + u[5];
+}
+
+// ad is A d: m values of an output gradient's row or column to a.
+INL void ad(int m, float *s, const float *d) {
+	if (m == 2) {
+		// A = [1 0; 1 1; 1 -1; 0 -1]
+		s[0] = d[0], s[1] = d[0] + d[1], s[2] = d[0] - d[1], s[3] = -d[1];
+		return;
+	}
+	// A = [1 0 0 0; 1 1 1 1; 1 -1 1 -1; 1 2 4 8; 1 -2 4 -8; 0 0 0 1]
+	float e = d[0] + d[2], o = d[1] + d[3], e4 = d[0] + 4 * d[2], o8 = 2 * d[1] + 8 * d[3];
+	s[0] = d[0], s[1] = e + o, s[2] = e - o, s[3] = e4 + o8, s[4] = e4 - o8, s[5] = d[3];
+}
+
+// ---- the kernel ----
+
+// kernel1 writes u[k * us], k < a*a, from the kernel g read at w[(i * 3 +
+// j) * ws], rotated by 180 degrees when flip: G g G^T.
+INL void kernel1(int m, float *u, size_t us, const float *w, size_t ws, int flip) {
+	size_t a = m + 2;
+	float t[AMAX][3];
+	UNROLL
+	for (size_t j = 0; j < 3; j++) {
+		float col[3], r[AMAX];
+		UNROLL
+		for (size_t i = 0; i < 3; i++) col[i] = flip ? w[((2 - i) * 3 + (2 - j)) * ws] : w[(i * 3 + j) * ws];
+		gk(m, r, col);
+		UNROLL
+		for (size_t i = 0; i < a; i++) t[i][j] = r[i];
+	}
+	UNROLL
+	for (size_t i = 0; i < a; i++) {
+		float r[AMAX];
+		gk(m, r, t[i]);
+		UNROLL
+		for (size_t j = 0; j < a; j++) u[(i * a + j) * us] = r[j];
+	}
+}
+
+// weights sets U to G g G^T of every kernel g of wt (o, 3, 3, c): U is
+// (a*a, c, o) for the forward; when flip, for the input gradient (the
+// forward convolution of dy with the kernel rotated by 180 degrees, the
+// channels' roles swapped), it is the rotated kernels' (a*a, o, c). Each
+// loop runs along U's rows, so its stores are contiguous; the forward's
+// loads stride over wt.
+INL void weights(int m, float *U, const float *wt, size_t o, size_t c, int flip) {
+	size_t OC = o * c;
+	if (flip) {
+		for (size_t p = 0; p < o; p++)
+#pragma GCC ivdep
+			for (size_t b = 0; b < c; b++) kernel1(m, U + p * c + b, OC, wt + p * 9 * c + b, c, 1);
+		return;
+	}
+	for (size_t b = 0; b < c; b++)
+#pragma GCC ivdep
+		for (size_t p = 0; p < o; p++) kernel1(m, U + b * o + p, OC, wt + p * 9 * c + b, c, 0);
+}
+
+VEC void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, int m) {
+	if (m == 2)
+		weights(2, U, wt, o, c, flip);
+	else
+		weights(4, U, wt, o, c, flip);
+}
+
+// tiles is the count of m x m output tiles over n images of h x w.
+static size_t tiles(int m, size_t n, size_t h, size_t w) { return n * ((h + m - 1) / m) * ((w + m - 1) / m); }
+
+// ---- the forward ----
+
+// input writes V (a*a, T, C) for the T tiles of x (n, h, w, C): tile (ty,
+// tx) is the a x a block at (m ty - 1, m tx - 1), zero outside the image;
+// V's a*a rows of a tile are B^T d B. zero is C zeros.
+INL void input(int m, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero) {
+	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m, TC = tiles(m, n, h, w) * C;
 	size_t t = 0;
 	for (size_t b = 0; b < n; b++)
 		for (size_t ty = 0; ty < th; ty++)
 			for (size_t tx = 0; tx < tw; tx++, t++) {
-				const float *p[4][4];
-				for (size_t i = 0; i < 4; i++)
-					for (size_t j = 0; j < 4; j++) {
-						long y = (long)(2 * ty + i) - 1, xx = (long)(2 * tx + j) - 1;
+				const float *p[AMAX][AMAX];
+				UNROLL
+				for (size_t i = 0; i < a; i++) {
+					long y = (long)(m * ty + i) - 1;
+					UNROLL
+					for (size_t j = 0; j < a; j++) {
+						long xx = (long)(m * tx + j) - 1;
 						p[i][j] = y < 0 || y >= (long)h || xx < 0 || xx >= (long)w
 						              ? zero
 						              : x + ((b * h + (size_t)y) * w + (size_t)xx) * C;
 					}
+				}
 				float *v = V + t * C;
 #pragma GCC ivdep
 				for (size_t c = 0; c < C; c++) {
-					float d[4][4], r[4][4];
-					for (size_t i = 0; i < 4; i++)
-						for (size_t j = 0; j < 4; j++) d[i][j] = p[i][j][c];
-					for (size_t j = 0; j < 4; j++) {
-						r[0][j] = d[0][j] - d[2][j];
-						r[1][j] = d[1][j] + d[2][j];
-						r[2][j] = d[2][j] - d[1][j];
-						r[3][j] = d[1][j] - d[3][j];
+					float d[AMAX][AMAX], r[AMAX][AMAX];
+					UNROLL
+					for (size_t j = 0; j < a; j++) {
+						float col[AMAX], s[AMAX];
+						UNROLL
+						for (size_t i = 0; i < a; i++) col[i] = p[i][j][c];
+						bt(m, s, col);
+						UNROLL
+						for (size_t i = 0; i < a; i++) d[i][j] = s[i];
 					}
-					for (size_t i = 0; i < 4; i++) {
-						v[(i * 4 + 0) * T * C + c] = r[i][0] - r[i][2];
-						v[(i * 4 + 1) * T * C + c] = r[i][1] + r[i][2];
-						v[(i * 4 + 2) * T * C + c] = r[i][2] - r[i][1];
-						v[(i * 4 + 3) * T * C + c] = r[i][1] - r[i][3];
+					UNROLL
+					for (size_t i = 0; i < a; i++) {
+						bt(m, r[i], d[i]);
+						UNROLL
+						for (size_t j = 0; j < a; j++) v[(i * a + j) * TC + c] = r[i][j];
 					}
 				}
 			}
 }
 
-// tile_out is A^T m A for output channel o of the tile whose 16 values
-// are m[k * stride + o], A^T = [1 1 1 0; 0 1 -1 -1].
-static inline void tile_out(float Y[2][2], const float *m, size_t stride, size_t o) {
-	float r[2][4];
-	for (size_t j = 0; j < 4; j++) {
-		float m0 = m[(0 * 4 + j) * stride + o], m1 = m[(1 * 4 + j) * stride + o];
-		float m2 = m[(2 * 4 + j) * stride + o], m3 = m[(3 * 4 + j) * stride + o];
-		r[0][j] = m0 + m1 + m2;
-		r[1][j] = m1 - m2 - m3;
+// tile_out sets Y to A^T s A for output channel o of the tile whose a*a
+// values are s[k * TO + o].
+INL void tile_out(int m, float Y[AMAX][AMAX], const float *s, size_t TO, size_t o) {
+	size_t a = m + 2;
+	float r[AMAX][AMAX];
+	UNROLL
+	for (size_t j = 0; j < a; j++) {
+		float col[AMAX], e[AMAX];
+		UNROLL
+		for (size_t i = 0; i < a; i++) col[i] = s[(i * a + j) * TO + o];
+		at(m, e, col);
+		UNROLL
+		for (size_t i = 0; i < (size_t)m; i++) r[i][j] = e[i];
 	}
-	for (size_t i = 0; i < 2; i++) {
-		Y[i][0] = r[i][0] + r[i][1] + r[i][2];
-		Y[i][1] = r[i][1] - r[i][2] - r[i][3];
-	}
+	UNROLL
+	for (size_t i = 0; i < (size_t)m; i++) at(m, Y[i], r[i]);
 }
 
-// wino_output writes y (n, h, w, O) (added to it when add) from M (16, T,
-// O): each tile's 2x2 outputs are A^T m A (tile_out), those outside the
-// image dropped.
-VEC static void wino_output(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add) {
-	size_t th = (h + 1) / 2, tw = (w + 1) / 2, T = n * th * tw;
+// output writes y (n, h, w, O) (added to it when add) from M (a*a, T, O):
+// each tile's m x m outputs are A^T s A. Those outside the image go to
+// sink (O floats), so that border tiles take the same vectorised loop.
+INL void output(int m, float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink) {
+	size_t th = (h + m - 1) / m, tw = (w + m - 1) / m, TO = tiles(m, n, h, w) * O;
 	size_t t = 0;
 	for (size_t b = 0; b < n; b++)
 		for (size_t ty = 0; ty < th; ty++)
 			for (size_t tx = 0; tx < tw; tx++, t++) {
-				float *q[2][2];
-				for (size_t i = 0; i < 2; i++)
-					for (size_t j = 0; j < 2; j++) {
-						size_t yy = 2 * ty + i, xx = 2 * tx + j;
-						q[i][j] = yy < h && xx < w ? y + ((b * h + yy) * w + xx) * O : NULL;
+				float *q[AMAX][AMAX];
+				UNROLL
+				for (size_t i = 0; i < (size_t)m; i++)
+					UNROLL
+					for (size_t j = 0; j < (size_t)m; j++) {
+						size_t yy = m * ty + i, xx = m * tx + j;
+						q[i][j] = yy < h && xx < w ? y + ((b * h + yy) * w + xx) * O : sink;
 					}
-				const float *m = M + t * O;
-				if (q[1][1] && !add) {
-					float *q00 = q[0][0], *q01 = q[0][1], *q10 = q[1][0], *q11 = q[1][1];
+				const float *s = M + t * O;
+				if (add) {
 #pragma GCC ivdep
 					for (size_t o = 0; o < O; o++) {
-						float Y[2][2];
-						tile_out(Y, m, T * O, o);
-						q00[o] = Y[0][0], q01[o] = Y[0][1], q10[o] = Y[1][0], q11[o] = Y[1][1];
+						float Y[AMAX][AMAX];
+						tile_out(m, Y, s, TO, o);
+						UNROLL
+						for (size_t i = 0; i < (size_t)m; i++)
+							UNROLL
+							for (size_t j = 0; j < (size_t)m; j++) q[i][j][o] += Y[i][j];
 					}
 					continue;
 				}
+#pragma GCC ivdep
 				for (size_t o = 0; o < O; o++) {
-					float Y[2][2];
-					tile_out(Y, m, T * O, o);
-					for (size_t i = 0; i < 2; i++)
-						for (size_t j = 0; j < 2; j++)
-							if (q[i][j]) q[i][j][o] = add ? q[i][j][o] + Y[i][j] : Y[i][j];
+					float Y[AMAX][AMAX];
+					tile_out(m, Y, s, TO, o);
+					UNROLL
+					for (size_t i = 0; i < (size_t)m; i++)
+						UNROLL
+						for (size_t j = 0; j < (size_t)m; j++) q[i][j][o] = Y[i][j];
 				}
 			}
 }
 
-// k_wino_conv is one part of a convolution: y (n, h, w, O) = x (n, h, w,
-// C) convolved with U (16, C, O) from k_wino_weights, added to y when
-// add; work holds wino_work_floats(n, h, w, C, O) floats.
-void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
-                 float *work) {
-	size_t T = n * ((h + 1) / 2) * ((w + 1) / 2);
-	float *V = work, *M = V + 16 * T * C, *zero = M + 16 * T * O;
-	memset(zero, 0, C * sizeof(float));
-	wino_input(V, x, n, h, w, C, zero);
-	for (size_t k = 0; k < 16; k++)
-		k_sgemm1(0, 0, T, O, C, 1, V + k * T * C, C, U + k * C * O, O, 0, M + k * T * O, O);
-	wino_output(y, M, n, h, w, O, add);
+VEC static void input2(float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero) {
+	input(2, V, x, n, h, w, C, zero);
+}
+VEC static void input4(float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero) {
+	input(4, V, x, n, h, w, C, zero);
+}
+VEC static void output2(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink) {
+	output(2, y, M, n, h, w, O, add, sink);
+}
+VEC static void output4(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink) {
+	output(4, y, M, n, h, w, O, add, sink);
 }
 
-size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O) {
-	size_t T = n * ((h + 1) / 2) * ((w + 1) / 2);
-	return 16 * T * (C + O) + C;
+// k_wino_conv is one part of a convolution: y (n, h, w, O) = x (n, h, w,
+// C) convolved with U (a*a, C, O) from k_wino_weights, added to y when
+// add; work holds k_wino_work_floats(n, h, w, C, O, m) floats. (The
+// products stay NN: OpenBLAS has small-matrix kernels for these shapes
+// without packing for NN, and packs for NT, measured 1.35x slower at
+// 28x28x16.)
+void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
+                 float *work, int m) {
+	size_t T = tiles(m, n, h, w), aa = (m + 2) * (m + 2);
+	float *V = work, *M = V + aa * T * C, *zero = M + aa * T * O, *sink = zero + (C > O ? C : O);
+	memset(zero, 0, C * sizeof(float));
+	(m == 2 ? input2 : input4)(V, x, n, h, w, C, zero);
+	for (size_t k = 0; k < aa; k++)
+		k_sgemm1(0, 0, T, O, C, 1, V + k * T * C, C, U + k * C * O, O, 0, M + k * T * O, O);
+	(m == 2 ? output2 : output4)(y, M, n, h, w, O, add, sink);
+}
+
+size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int m) {
+	return (size_t)(m + 2) * (m + 2) * tiles(m, n, h, w) * (C + O) + 2 * (C > O ? C : O);
 }
 
 // ---- the weight gradient ----
 //
 // The forward is y = A^T (U . V) A per tile and channel pair, U = G g G^T,
 // so the kernel's gradient is G^T dU G with dU = sum over tiles of
-// (A dY A^T) . V: per transformed position k, the product V_k^T dM_k over
-// the tiles, sixteen SGEMMs again.
+// (A dY A^T) . V: per transformed position k, the product dM_k^T V_k over
+// the tiles, a*a SGEMMs again.
 
-// wino_dy writes dM (16, T, O) for dy (n, h, w, O): each tile's A dY A^T,
-// dY its 2x2 outputs (zero outside the image), A = [1 0; 1 1; 1 -1; 0 -1].
-VEC static void wino_dy(float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zero) {
-	size_t th = (h + 1) / 2, tw = (w + 1) / 2, T = n * th * tw;
+// dyt writes dM (a*a, T, O) for dy (n, h, w, O): each tile's A dY A^T, dY
+// its m x m outputs (zero outside the image).
+INL void dyt(int m, float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zero) {
+	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m, TO = tiles(m, n, h, w) * O;
 	size_t t = 0;
 	for (size_t b = 0; b < n; b++)
 		for (size_t ty = 0; ty < th; ty++)
 			for (size_t tx = 0; tx < tw; tx++, t++) {
-				const float *p[2][2];
-				for (size_t i = 0; i < 2; i++)
-					for (size_t j = 0; j < 2; j++) {
-						size_t yy = 2 * ty + i, xx = 2 * tx + j;
+				const float *p[AMAX][AMAX];
+				UNROLL
+				for (size_t i = 0; i < (size_t)m; i++)
+					UNROLL
+					for (size_t j = 0; j < (size_t)m; j++) {
+						size_t yy = m * ty + i, xx = m * tx + j;
 						p[i][j] = yy < h && xx < w ? dy + ((b * h + yy) * w + xx) * O : zero;
 					}
-				float *m = dM + t * O;
+				float *s = dM + t * O;
 #pragma GCC ivdep
 				for (size_t o = 0; o < O; o++) {
-					float d00 = p[0][0][o], d01 = p[0][1][o], d10 = p[1][0][o], d11 = p[1][1][o];
-					// rows: A dY
-					float s[4][2] = {{d00, d01}, {d00 + d10, d01 + d11}, {d00 - d10, d01 - d11}, {-d10, -d11}};
-					for (size_t i = 0; i < 4; i++) {
-						m[(i * 4 + 0) * T * O + o] = s[i][0];
-						m[(i * 4 + 1) * T * O + o] = s[i][0] + s[i][1];
-						m[(i * 4 + 2) * T * O + o] = s[i][0] - s[i][1];
-						m[(i * 4 + 3) * T * O + o] = -s[i][1];
+					float r[AMAX][AMAX], e[AMAX][AMAX];
+					UNROLL
+					for (size_t j = 0; j < (size_t)m; j++) {
+						float col[AMAX], c2[AMAX];
+						UNROLL
+						for (size_t i = 0; i < (size_t)m; i++) col[i] = p[i][j][o];
+						ad(m, c2, col);
+						UNROLL
+						for (size_t i = 0; i < a; i++) r[i][j] = c2[i];
+					}
+					UNROLL
+					for (size_t i = 0; i < a; i++) {
+						ad(m, e[i], r[i]);
+						UNROLL
+						for (size_t j = 0; j < a; j++) s[(i * a + j) * TO + o] = e[i][j];
 					}
 				}
 			}
 }
 
-// k_wino_dw_part sets dU (16, C, O) to one part's sum over its tiles of
-// V_k^T dM_k, for x (n, h, w, C) and dy (n, h, w, O); work holds
-// k_wino_work_floats(n, h, w, C, O) + O floats.
-void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
-                    float *work) {
-	size_t T = n * ((h + 1) / 2) * ((w + 1) / 2);
-	float *V = work, *M = V + 16 * T * C, *zero = M + 16 * T * O;
-	memset(zero, 0, (C > O ? C : O) * sizeof(float));
-	wino_input(V, x, n, h, w, C, zero);
-	wino_dy(M, dy, n, h, w, O, zero);
-	for (size_t k = 0; k < 16; k++)
-		k_sgemm1(1, 0, C, O, T, 1, V + k * T * C, C, M + k * T * O, O, 0, dU + k * C * O, O);
+VEC static void dyt2(float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zero) {
+	dyt(2, dM, dy, n, h, w, O, zero);
+}
+VEC static void dyt4(float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zero) {
+	dyt(4, dM, dy, n, h, w, O, zero);
 }
 
-// k_wino_weights_grad sets dwt (o, 3, 3, c) to G^T dU G of dU (16, c, o).
-VEC void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c) {
-	for (size_t a = 0; a < o; a++)
+// k_wino_dw_part sets dU (a*a, O, C) to one part's sum over its tiles of
+// dM_k^T V_k, for x (n, h, w, C) and dy (n, h, w, O); work holds
+// k_wino_work_floats(n, h, w, C, O, m) floats.
+void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
+                    float *work, int m) {
+	size_t T = tiles(m, n, h, w), aa = (m + 2) * (m + 2);
+	float *V = work, *M = V + aa * T * C, *zero = M + aa * T * O;
+	memset(zero, 0, (C > O ? C : O) * sizeof(float));
+	(m == 2 ? input2 : input4)(V, x, n, h, w, C, zero);
+	(m == 2 ? dyt2 : dyt4)(M, dy, n, h, w, O, zero);
+	for (size_t k = 0; k < aa; k++)
+		k_sgemm1(1, 0, O, C, T, 1, M + k * T * O, O, V + k * T * C, C, 0, dU + k * C * O, C);
+}
+
+// weights_grad sets dwt (o, 3, 3, c) to G^T dU G of dU (a*a, o, c).
+INL void weights_grad(int m, float *dwt, const float *dU, size_t o, size_t c) {
+	size_t a = m + 2, OC = o * c;
+	for (size_t p = 0; p < o; p++) {
+		const float *du = dU + p * c;
+		float *d = dwt + p * 9 * c;
+#pragma GCC ivdep
 		for (size_t b = 0; b < c; b++) {
-			float u[4][4], t[3][4];
-			for (size_t k = 0; k < 16; k++) u[k / 4][k % 4] = dU[(k * c + b) * o + a];
-			// G^T = [1 1/2 1/2 0; 0 1/2 -1/2 0; 0 1/2 1/2 1].
-			for (size_t j = 0; j < 4; j++) {
-				t[0][j] = u[0][j] + 0.5f * (u[1][j] + u[2][j]);
-				t[1][j] = 0.5f * (u[1][j] - u[2][j]);
-				t[2][j] = 0.5f * (u[1][j] + u[2][j]) + u[3][j];
+			float t[3][AMAX];
+			UNROLL
+			for (size_t j = 0; j < a; j++) {
+				float col[AMAX], g[3];
+				UNROLL
+				for (size_t i = 0; i < a; i++) col[i] = du[(i * a + j) * OC + b];
+				gt(m, g, col);
+				UNROLL
+				for (size_t i = 0; i < 3; i++) t[i][j] = g[i];
 			}
+			UNROLL
 			for (size_t i = 0; i < 3; i++) {
-				float *d = dwt + ((a * 3 + i) * 3) * c + b;
-				d[0] = t[i][0] + 0.5f * (t[i][1] + t[i][2]);
-				d[c] = 0.5f * (t[i][1] - t[i][2]);
-				d[2 * c] = 0.5f * (t[i][1] + t[i][2]) + t[i][3];
+				float g[3];
+				gt(m, g, t[i]);
+				UNROLL
+				for (size_t j = 0; j < 3; j++) d[(i * 3 + j) * c + b] = g[j];
 			}
 		}
+	}
+}
+
+VEC void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, int m) {
+	if (m == 2)
+		weights_grad(2, dwt, dU, o, c);
+	else
+		weights_grad(4, dwt, dU, o, c);
 }

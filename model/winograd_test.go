@@ -55,10 +55,22 @@ func maxRelErr(got []float32, want []float64) float64 {
 	return worst / scale
 }
 
+// convModes are the 3x3 paths the tests hold to the definition: im2col
+// (0) and Winograd's F(2x2) and F(4x4).
+var convModes = []int{0, 2, 4}
+
+// useMode makes every 3x3 stride-1 convolution run as mode m of
+// convModes; tests restore winograd and winoTile when they end.
+func useMode(m int) {
+	UseWinograd(m != 0)
+	winoTile = m
+}
+
 // TestWinogradForward: Winograd's F(2x2, 3x3) against the float64
 // definition, on odd and even sizes (tiles cut by the border), one image
 // and several, few channels and many; its error beside im2col's.
 func TestWinogradForward(t *testing.T) {
+	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
 	for _, sh := range [][4]int{{1, 9, 9, 3}, {2, 9, 8, 16}, {3, 8, 8, 32}, {2, 14, 14, 64}} {
 		n, h, c := sh[0], sh[1], sh[3]
@@ -73,19 +85,21 @@ func TestWinogradForward(t *testing.T) {
 			x[i] = float32(rng.NormFloat64())
 		}
 		want := directConv(x, conv.W.Of(p.Data), n, h, w, c, o, 3, 1, 1)
-		errs := map[bool]float64{}
-		for _, on := range []bool{false, true} {
-			UseWinograd(on)
-			if conv.wino() != on {
-				t.Fatalf("%v: Winograd %v, want %v", sh, conv.wino(), on)
+		errs := map[int]float64{}
+		for _, m := range convModes {
+			useMode(m)
+			if conv.wino() != m {
+				t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(), m)
 			}
 			y := make([]float32, n*h*w*o)
 			conv.Forward(y, x, n)
-			errs[on] = maxRelErr(y, want)
+			errs[m] = maxRelErr(y, want)
 		}
-		t.Logf("%v: max error / max |y|: im2col %.2g, Winograd %.2g", sh, errs[false], errs[true])
-		if !(errs[true] < 1e-5) {
-			t.Errorf("%v: Winograd's error %.3g of the largest output, want below 1e-5", sh, errs[true])
+		t.Logf("%v: max error / max |y|: im2col %.2g, F(2x2) %.2g, F(4x4) %.2g", sh, errs[0], errs[2], errs[4])
+		for _, m := range convModes[1:] {
+			if !(errs[m] < 1e-5) {
+				t.Errorf("%v: F(%dx%d)'s error %.3g of the largest output, want below 1e-5", sh, m, m, errs[m])
+			}
 		}
 	}
 }
@@ -123,6 +137,7 @@ func directGrads(x, w, dy []float32, n, h, wd, c, o int) (dx, dw []float64) {
 // TestWinogradBackward: the input and weight gradients through Winograd
 // against their float64 definitions, beside im2col's errors.
 func TestWinogradBackward(t *testing.T) {
+	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
 	for _, sh := range [][4]int{{1, 9, 9, 3}, {2, 9, 8, 16}, {3, 8, 8, 32}, {2, 14, 14, 64}} {
 		n, h, w, c := sh[0], sh[1], sh[2], sh[3]
@@ -140,19 +155,19 @@ func TestWinogradBackward(t *testing.T) {
 			dy[i] = float32(rng.NormFloat64())
 		}
 		wantDx, wantDw := directGrads(x, conv.W.Of(p.Data), dy, n, h, w, c, o)
-		for _, on := range []bool{false, true} {
-			UseWinograd(on)
-			if conv.wino() != on {
-				t.Fatalf("%v: Winograd %v, want %v", sh, conv.wino(), on)
+		for _, m := range convModes {
+			useMode(m)
+			if conv.wino() != m {
+				t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(), m)
 			}
 			y, dx := make([]float32, n*h*w*o), make([]float32, n*h*w*c)
 			conv.Forward(y, x, n) // sets the permuted weight backward reads
 			clear(p.Grad)
 			conv.Backward(dx, dy, x, y, n)
 			ex, ew := maxRelErr(dx, wantDx), maxRelErr(conv.W.Of(p.Grad), wantDw)
-			t.Logf("%v winograd=%v: max error / max |.|: dx %.2g, dw %.2g", sh, on, ex, ew)
+			t.Logf("%v tile %d: max error / max |.|: dx %.2g, dw %.2g", sh, m, ex, ew)
 			if !(ex < 1e-5) || !(ew < 1e-5) {
-				t.Errorf("%v winograd=%v: errors dx %.3g, dw %.3g of the largest value, want below 1e-5", sh, on, ex, ew)
+				t.Errorf("%v tile %d: errors dx %.3g, dw %.3g of the largest value, want below 1e-5", sh, m, ex, ew)
 			}
 		}
 	}
@@ -164,6 +179,7 @@ func BenchmarkConv3x3(b *testing.B) {
 	if _, err := openblas.Load("", 1); err != nil {
 		b.Fatal(err)
 	}
+	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
 	for _, sh := range [][3]int{{64, 28, 16}, {64, 14, 32}, {64, 7, 64}, {8, 56, 64}, {8, 28, 128}, {8, 14, 256}, {8, 7, 512}} {
 		n, h, c := sh[0], sh[1], sh[2]
@@ -172,10 +188,10 @@ func BenchmarkConv3x3(b *testing.B) {
 		p.Alloc()
 		conv.init(rand.New(rand.NewPCG(1, 2)))
 		x, y := make([]float32, n*h*h*c), make([]float32, n*h*h*c)
-		for _, on := range []bool{false, true} {
-			name := map[bool]string{false: "im2col", true: "winograd"}[on]
+		for _, m := range convModes {
+			name := map[int]string{0: "im2col", 2: "F2x2", 4: "F4x4"}[m]
 			b.Run(fmt.Sprintf("n%d_%dx%d_c%d/%s", n, h, h, c, name), func(b *testing.B) {
-				UseWinograd(on)
+				useMode(m)
 				for b.Loop() {
 					conv.Forward(y, x, n)
 				}
