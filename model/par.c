@@ -513,7 +513,7 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 static size_t wino_part(const struct k_conv_shape *s, int m) {
 	size_t tiles = ((s->h + m - 1) / m) * ((s->w + m - 1) / m);
 	size_t u = k_conv_part(s->n, k_wino_work_floats(1, s->h, s->w, s->c, s->o, m));
-	if (u * tiles < 512) u = (512 + tiles - 1) / tiles;
+	if (u * tiles < 128) u = (128 + tiles - 1) / tiles;
 	return u < s->n ? u : s->n;
 }
 

@@ -158,7 +158,7 @@ static size_t tiles(int m, size_t n, size_t h, size_t w) { return n * ((h + m - 
 // tx) is the a x a block at (m ty - 1, m tx - 1), zero outside the image;
 // V's a*a rows of a tile are B^T d B. zero is C zeros.
 INL void input(int m, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero) {
-	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m, TC = tiles(m, n, h, w) * C;
+	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
 	size_t t = 0;
 	for (size_t b = 0; b < n; b++)
 		for (size_t ty = 0; ty < th; ty++)
@@ -175,7 +175,7 @@ INL void input(int m, float *V, const float *x, size_t n, size_t h, size_t w, si
 						              : x + ((b * h + (size_t)y) * w + (size_t)xx) * C;
 					}
 				}
-				float *v = V + t * C;
+				float *v = V + t * a * a * C;
 #pragma GCC ivdep
 				for (size_t c = 0; c < C; c++) {
 					float d[AMAX][AMAX], r[AMAX][AMAX];
@@ -192,22 +192,22 @@ INL void input(int m, float *V, const float *x, size_t n, size_t h, size_t w, si
 					for (size_t i = 0; i < a; i++) {
 						bt(m, r[i], d[i]);
 						UNROLL
-						for (size_t j = 0; j < a; j++) v[(i * a + j) * TC + c] = r[i][j];
+						for (size_t j = 0; j < a; j++) v[(i * a + j) * C + c] = r[i][j];
 					}
 				}
 			}
 }
 
 // tile_out sets Y to A^T s A for output channel o of the tile whose a*a
-// values are s[k * TO + o].
-INL void tile_out(int m, float Y[AMAX][AMAX], const float *s, size_t TO, size_t o) {
+// values are s[k * O + o].
+INL void tile_out(int m, float Y[AMAX][AMAX], const float *s, size_t O, size_t o) {
 	size_t a = m + 2;
 	float r[AMAX][AMAX];
 	UNROLL
 	for (size_t j = 0; j < a; j++) {
 		float col[AMAX], e[AMAX];
 		UNROLL
-		for (size_t i = 0; i < a; i++) col[i] = s[(i * a + j) * TO + o];
+		for (size_t i = 0; i < a; i++) col[i] = s[(i * a + j) * O + o];
 		at(m, e, col);
 		UNROLL
 		for (size_t i = 0; i < (size_t)m; i++) r[i][j] = e[i];
@@ -220,7 +220,7 @@ INL void tile_out(int m, float Y[AMAX][AMAX], const float *s, size_t TO, size_t 
 // each tile's m x m outputs are A^T s A. Those outside the image go to
 // sink (O floats), so that border tiles take the same vectorised loop.
 INL void output(int m, float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink) {
-	size_t th = (h + m - 1) / m, tw = (w + m - 1) / m, TO = tiles(m, n, h, w) * O;
+	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
 	size_t t = 0;
 	for (size_t b = 0; b < n; b++)
 		for (size_t ty = 0; ty < th; ty++)
@@ -233,12 +233,12 @@ INL void output(int m, float *y, const float *M, size_t n, size_t h, size_t w, s
 						size_t yy = m * ty + i, xx = m * tx + j;
 						q[i][j] = yy < h && xx < w ? y + ((b * h + yy) * w + xx) * O : sink;
 					}
-				const float *s = M + t * O;
+				const float *s = M + t * a * a * O;
 				if (add) {
 #pragma GCC ivdep
 					for (size_t o = 0; o < O; o++) {
 						float Y[AMAX][AMAX];
-						tile_out(m, Y, s, TO, o);
+						tile_out(m, Y, s, O, o);
 						UNROLL
 						for (size_t i = 0; i < (size_t)m; i++)
 							UNROLL
@@ -249,7 +249,7 @@ INL void output(int m, float *y, const float *M, size_t n, size_t h, size_t w, s
 #pragma GCC ivdep
 				for (size_t o = 0; o < O; o++) {
 					float Y[AMAX][AMAX];
-					tile_out(m, Y, s, TO, o);
+					tile_out(m, Y, s, O, o);
 					UNROLL
 					for (size_t i = 0; i < (size_t)m; i++)
 						UNROLL
@@ -284,7 +284,7 @@ void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, s
 	memset(zero, 0, C * sizeof(float));
 	(m == 2 ? input2 : input4)(V, x, n, h, w, C, zero);
 	for (size_t k = 0; k < aa; k++)
-		k_sgemm1(0, 0, T, O, C, 1, V + k * T * C, C, U + k * C * O, O, 0, M + k * T * O, O);
+		k_sgemm1(0, 0, T, O, C, 1, V + k * C, aa * C, U + k * C * O, O, 0, M + k * O, aa * O);
 	(m == 2 ? output2 : output4)(y, M, n, h, w, O, add, sink);
 }
 
@@ -302,7 +302,7 @@ size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int 
 // dyt writes dM (a*a, T, O) for dy (n, h, w, O): each tile's A dY A^T, dY
 // its m x m outputs (zero outside the image).
 INL void dyt(int m, float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zero) {
-	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m, TO = tiles(m, n, h, w) * O;
+	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
 	size_t t = 0;
 	for (size_t b = 0; b < n; b++)
 		for (size_t ty = 0; ty < th; ty++)
@@ -315,7 +315,7 @@ INL void dyt(int m, float *dM, const float *dy, size_t n, size_t h, size_t w, si
 						size_t yy = m * ty + i, xx = m * tx + j;
 						p[i][j] = yy < h && xx < w ? dy + ((b * h + yy) * w + xx) * O : zero;
 					}
-				float *s = dM + t * O;
+				float *s = dM + t * a * a * O;
 #pragma GCC ivdep
 				for (size_t o = 0; o < O; o++) {
 					float r[AMAX][AMAX], e[AMAX][AMAX];
@@ -332,7 +332,7 @@ INL void dyt(int m, float *dM, const float *dy, size_t n, size_t h, size_t w, si
 					for (size_t i = 0; i < a; i++) {
 						ad(m, e[i], r[i]);
 						UNROLL
-						for (size_t j = 0; j < a; j++) s[(i * a + j) * TO + o] = e[i][j];
+						for (size_t j = 0; j < a; j++) s[(i * a + j) * O + o] = e[i][j];
 					}
 				}
 			}
@@ -356,7 +356,7 @@ void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t
 	(m == 2 ? input2 : input4)(V, x, n, h, w, C, zero);
 	(m == 2 ? dyt2 : dyt4)(M, dy, n, h, w, O, zero);
 	for (size_t k = 0; k < aa; k++)
-		k_sgemm1(1, 0, O, C, T, 1, M + k * T * O, O, V + k * T * C, C, 0, dU + k * C * O, C);
+		k_sgemm1(1, 0, O, C, T, 1, M + k * O, aa * O, V + k * C, aa * C, 0, dU + k * C * O, C);
 }
 
 // weights_grad sets dwt (o, 3, 3, c) to G^T dU G of dU (a*a, o, c).

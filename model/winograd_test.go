@@ -59,6 +59,13 @@ func maxRelErr(got []float32, want []float64) float64 {
 // (0) and Winograd's F(2x2) and F(4x4).
 var convModes = []int{0, 2, 4}
 
+// tolerance is each mode's bound on the error over the largest value.
+// F(4x4)'s transforms have coefficients up to 8 (A^T) and 5 (B^T), and
+// its kernel's divides by 6 and 24, inexact in binary, so it rounds about
+// ten times more than F(2x2): measured here, 2e-6 of the largest output
+// at 16 channels and 1.7e-5 at 512, under half the bound.
+var tolerance = map[int]float64{0: 1e-5, 2: 1e-5, 4: 4e-5}
+
 // useMode makes every 3x3 stride-1 convolution run as mode m of
 // convModes; tests restore winograd and winoTile when they end.
 func useMode(m int) {
@@ -66,13 +73,13 @@ func useMode(m int) {
 	winoTile = m
 }
 
-// TestWinogradForward: Winograd's F(2x2, 3x3) against the float64
+// TestWinogradForward: Winograd's F(2x2) and F(4x4) against the float64
 // definition, on odd and even sizes (tiles cut by the border), one image
 // and several, few channels and many; its error beside im2col's.
 func TestWinogradForward(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
-	for _, sh := range [][4]int{{1, 9, 9, 3}, {2, 9, 8, 16}, {3, 8, 8, 32}, {2, 14, 14, 64}} {
+	for _, sh := range [][4]int{{1, 9, 9, 3}, {2, 9, 8, 16}, {3, 8, 8, 32}, {2, 14, 14, 64}, {1, 14, 14, 256}, {1, 7, 7, 512}} {
 		n, h, c := sh[0], sh[1], sh[3]
 		w, o := sh[2], c+5
 		p := &Params{}
@@ -88,8 +95,8 @@ func TestWinogradForward(t *testing.T) {
 		errs := map[int]float64{}
 		for _, m := range convModes {
 			useMode(m)
-			if conv.wino() != m {
-				t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(), m)
+			if conv.wino(n) != m {
+				t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(n), m)
 			}
 			y := make([]float32, n*h*w*o)
 			conv.Forward(y, x, n)
@@ -97,8 +104,8 @@ func TestWinogradForward(t *testing.T) {
 		}
 		t.Logf("%v: max error / max |y|: im2col %.2g, F(2x2) %.2g, F(4x4) %.2g", sh, errs[0], errs[2], errs[4])
 		for _, m := range convModes[1:] {
-			if !(errs[m] < 1e-5) {
-				t.Errorf("%v: F(%dx%d)'s error %.3g of the largest output, want below 1e-5", sh, m, m, errs[m])
+			if !(errs[m] < tolerance[m]) {
+				t.Errorf("%v: F(%dx%d)'s error %.3g of the largest output, want below %g", sh, m, m, errs[m], tolerance[m])
 			}
 		}
 	}
@@ -139,7 +146,7 @@ func directGrads(x, w, dy []float32, n, h, wd, c, o int) (dx, dw []float64) {
 func TestWinogradBackward(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
-	for _, sh := range [][4]int{{1, 9, 9, 3}, {2, 9, 8, 16}, {3, 8, 8, 32}, {2, 14, 14, 64}} {
+	for _, sh := range [][4]int{{1, 9, 9, 3}, {2, 9, 8, 16}, {3, 8, 8, 32}, {2, 14, 14, 64}, {1, 14, 14, 256}, {1, 7, 7, 512}} {
 		n, h, w, c := sh[0], sh[1], sh[2], sh[3]
 		o := c + 5
 		p := &Params{}
@@ -157,8 +164,8 @@ func TestWinogradBackward(t *testing.T) {
 		wantDx, wantDw := directGrads(x, conv.W.Of(p.Data), dy, n, h, w, c, o)
 		for _, m := range convModes {
 			useMode(m)
-			if conv.wino() != m {
-				t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(), m)
+			if conv.wino(n) != m {
+				t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(n), m)
 			}
 			y, dx := make([]float32, n*h*w*o), make([]float32, n*h*w*c)
 			conv.Forward(y, x, n) // sets the permuted weight backward reads
@@ -166,8 +173,8 @@ func TestWinogradBackward(t *testing.T) {
 			conv.Backward(dx, dy, x, y, n)
 			ex, ew := maxRelErr(dx, wantDx), maxRelErr(conv.W.Of(p.Grad), wantDw)
 			t.Logf("%v tile %d: max error / max |.|: dx %.2g, dw %.2g", sh, m, ex, ew)
-			if !(ex < 1e-5) || !(ew < 1e-5) {
-				t.Errorf("%v tile %d: errors dx %.3g, dw %.3g of the largest value, want below 1e-5", sh, m, ex, ew)
+			if !(ex < tolerance[m]) || !(ew < tolerance[m]) {
+				t.Errorf("%v tile %d: errors dx %.3g, dw %.3g of the largest value, want below %g", sh, m, ex, ew, tolerance[m])
 			}
 		}
 	}
