@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,45 +18,60 @@ var smallResNet = []string{"--model", "resnet", "--depth", "8", "--data", "synth
 
 // TestResNetEquivalence: with synchronised BatchNorm and augmentation on,
 // N ranks of batch B reach the parameters and running statistics of one
-// process with batch N x B (np = 1, 2, 3).
+// process with batch N x B (np = 1, 2, 3), with each way of computing the
+// 3x3 convolutions (--conv).
 //
-// The run is 8 steps. Equal up to rounding holds only until rounding
-// moves a ReLU input across zero: that element's gradient then jumps, and
-// on these random labels (tiny gradients) one such crossing moves a
-// momentum buffer by 1.3%. Measured while writing the C kernels: with one
-// variant np=3 and np=1 agreed to 2e-6 at step 10 and differed by 1.3e-2
-// at step 12, and the same jump came at np=1 from nothing but another
-// summation order in one GEMM; with the kernels as they are, 1.9e-6 at
-// step 8, 3.0e-6 at 10, 6.9e-6 at 12.
+// im2col is compared after 8 steps, Winograd after 1. Equal up to
+// rounding holds only until rounding moves a ReLU input across zero: that
+// element's gradient then jumps, and on these random labels (tiny
+// gradients) one such crossing moves a momentum buffer by 1.3%. Measured
+// while writing the C kernels: with one variant np=3 and np=1 agreed to
+// 2e-6 at step 10 and differed by 1.3e-2 at step 12, and the same jump
+// came at np=1 from nothing but another summation order in one GEMM; with
+// the kernels as they are, 1.9e-6 at step 8, 3.0e-6 at 10, 6.9e-6 at 12.
+// Winograd's F(4x4) rounds about ten times more than im2col (a changed
+// weight changes its rounding by that much), so the first crossing comes
+// sooner: np=2 and np=1 agreed to 6.2e-6 after step 1 and differed by
+// 2.7e-3 after step 2 (with F(2x2) for the weight gradient, 3.4e-6 and
+// 3.6e-2). Step 1 holds the whole data-parallel path once (the shards,
+// BatchNorm's synchronised statistics, augmentation, the allreduce, the
+// update), at the same 1e-5; TestImageFolderEquivalence compares step 2
+// on real images, where the gradients are larger.
 func TestResNetEquivalence(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
-	run := func(np, batch int) map[string][]float32 {
-		ck := filepath.Join(dir, strconv.Itoa(np))
-		r := mustTrain(t, np, append(smallResNet, "--batch-size", strconv.Itoa(batch), "--max-steps", "8", "--checkpoint-dir", ck)...)
-		if _, ranks, _ := finalCRC(t, r); ranks != np {
-			t.Fatalf("np=%d: replica check on %d ranks", np, ranks)
-		}
-		if !strings.Contains(r.stdout, "batchnorm sync") || !strings.Contains(r.stdout, "augment crop (pad 4) and flip") {
-			t.Errorf("np=%d: not the intended setup:\n%s", np, r.stdout)
-		}
-		return tensors(t, filepath.Join(ck, "step-00000008.safetensors"))
-	}
-	ref := run(1, 24)
-	for _, np := range []int{2, 3} {
-		got := run(np, 24/np)
-		checked := 0
-		for name, want := range ref {
-			if strings.HasSuffix(name, "num_batches_tracked") {
-				continue // int64: compared below
+	for _, c := range []struct {
+		conv  string
+		steps int
+	}{{"im2col", 8}, {"winograd", 1}} {
+		run := func(np, batch int) map[string][]float32 {
+			ck := filepath.Join(dir, c.conv+strconv.Itoa(np))
+			r := mustTrain(t, np, append(smallResNet, "--conv", c.conv, "--batch-size", strconv.Itoa(batch),
+				"--max-steps", strconv.Itoa(c.steps), "--checkpoint-dir", ck)...)
+			if _, ranks, _ := finalCRC(t, r); ranks != np {
+				t.Fatalf("np=%d: replica check on %d ranks", np, ranks)
 			}
-			if err := near.Check(want, got[name], 1e-5); err != nil {
-				t.Errorf("np=%d against np=1: %s: %v", np, name, err)
+			if !strings.Contains(r.stdout, "batchnorm sync") || !strings.Contains(r.stdout, "augment crop (pad 4) and flip") {
+				t.Errorf("np=%d: not the intended setup:\n%s", np, r.stdout)
 			}
-			checked++
+			return tensors(t, filepath.Join(ck, fmt.Sprintf("step-%08d.safetensors", c.steps)))
 		}
-		if checked < 40 {
-			t.Errorf("np=%d: only %d tensors compared", np, checked)
+		ref := run(1, 24)
+		for _, np := range []int{2, 3} {
+			got := run(np, 24/np)
+			checked := 0
+			for name, want := range ref {
+				if strings.HasSuffix(name, "num_batches_tracked") {
+					continue // int64: compared below
+				}
+				if err := near.Check(want, got[name], 1e-5); err != nil {
+					t.Errorf("%s np=%d against np=1: %s: %v", c.conv, np, name, err)
+				}
+				checked++
+			}
+			if checked < 40 {
+				t.Errorf("%s np=%d: only %d tensors compared", c.conv, np, checked)
+			}
 		}
 	}
 }

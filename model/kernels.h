@@ -64,7 +64,8 @@ void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, int
 void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
                  float *work, int m);
 size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int m);
-void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *U, float beta, int m);
+void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, int flip, float beta,
+                    int m);
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
                     float *work, int m);
 void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, int m);

@@ -503,12 +503,9 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 	}
 }
 
-// k_wino_forward: y (n, h, w, o) = x (n, h, w, c) convolved, 3x3 stride
-// 1 padding 1, through U (16, c, o) of k_wino_weights (winograd.c),
-// added to y when beta is 1; parts of the batch across the threads.
 // wino_part is the images per part of a Winograd pass: in cache where
-// that leaves the part's 16 products at least 512 tiles as rows, else
-// enough images for 512 (or the batch), for the products' efficiency
+// that leaves the part's products at least 128 tiles as rows, else
+// enough images for 128 (or the batch), for the products' efficiency
 // where an image has few tiles.
 static size_t wino_part(const struct k_conv_shape *s, int m) {
 	size_t tiles = ((s->h + m - 1) / m) * ((s->w + m - 1) / m);
@@ -517,8 +514,30 @@ static size_t wino_part(const struct k_conv_shape *s, int m) {
 	return u < s->n ? u : s->n;
 }
 
-void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *U, float beta, int m) {
-	struct conv cv = {.s = s, .x = x, .w = U, .y = y, .beta = beta, .m = m};
+static float *ukern;
+static size_t ukern_cap;
+
+// k_wino_forward: y (n, h, w, o) = x (n, h, w, c) convolved, 3x3 stride
+// 1 padding 1, with the kernels of wt, added to y when beta is 1; parts
+// of the batch across the threads. wt is (o, 3, 3, c), or, when flip, a
+// forward layer's (c, 3, 3, o) for its input gradient (x is then dy).
+// The transformed kernels (k_wino_weights) live only through the call,
+// in one buffer grown to the largest layer's, like partials: kept per
+// layer, F(4x4)'s came to 150 MB in ResNet-50.
+void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, int flip, float beta,
+                    int m) {
+	size_t n = (size_t)(m + 2) * (m + 2) * s->c * s->o;
+	if (ukern_cap < n) {
+		free(ukern);
+		ukern = malloc(n * sizeof(float));
+		if (!ukern) abort();
+		ukern_cap = n;
+	}
+	if (flip)
+		k_wino_weights(ukern, wt, s->c, s->o, 1, m);
+	else
+		k_wino_weights(ukern, wt, s->o, s->c, 0, m);
+	struct conv cv = {.s = s, .x = x, .w = ukern, .y = y, .beta = beta, .m = m};
 	cv.u = wino_part(s, m);
 	run((s->n + cv.u - 1) / cv.u, t_wino, &cv);
 }

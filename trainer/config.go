@@ -47,7 +47,7 @@ type ModelOptions struct {
 	// drawing them (a checkpoint --resume finds comes first).
 	InitFrom string
 	// Conv is how the CPU computes 3x3 stride-1 padding-1 convolutions of
-	// at least 8x8: "winograd" (F(2x2, 3x3), model/winograd.c; --conv's
+	// at least 4x4: "winograd" (F(4x4, 3x3), model/winograd.c; --conv's
 	// default) or "im2col" (and one SGEMM; also what "" means here).
 	Conv string
 }

@@ -480,7 +480,7 @@ func (s *Session) loadBLAS() string {
 	model.UseWinograd(wino)
 	conv := ""
 	if wino {
-		conv = "; 3x3 convolutions: Winograd F(2x2,3x3)"
+		conv = "; 3x3 convolutions: Winograd F(4x4,3x3)"
 	}
 	info, err := openblas.Load(s.Cfg.Device.OpenBLAS, 1)
 	if err != nil {
