@@ -167,9 +167,12 @@ static size_t tiles(int m, size_t n, size_t h, size_t w) { return n * ((h + m - 
 
 // ---- the forward ----
 
-// input writes V (a*a, T, C) for the T tiles of x (n, h, w, C): tile (ty,
+// input writes V (T, a*a, C) for the T tiles of x (n, h, w, C): tile (ty,
 // tx) is the a x a block at (m ty - 1, m tx - 1), zero outside the image;
-// V's a*a rows of a tile are B^T d B. zero is C zeros.
+// V's a*a rows of a tile are B^T d B. zero is C zeros. A tile's rows are
+// contiguous (the products read row k of every tile with stride a*a*C):
+// laid out (a*a, T, C), a tile's 36 stores went to rows a whole part
+// apart, one L1 set, and F(4x4) at 14x14x32 took 1.66 ms against 1.21.
 INL void input(int m, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero) {
 	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
 	size_t t = 0;
@@ -229,7 +232,7 @@ INL void tile_out(int m, float Y[AMAX][AMAX], const float *s, size_t O, size_t o
 	for (size_t i = 0; i < (size_t)m; i++) at(m, Y[i], r[i]);
 }
 
-// output writes y (n, h, w, O) (added to it when add) from M (a*a, T, O):
+// output writes y (n, h, w, O) (added to it when add) from M (T, a*a, O):
 // each tile's m x m outputs are A^T s A. Those outside the image go to
 // sink (O floats), so that border tiles take the same vectorised loop.
 INL void output(int m, float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink) {
@@ -312,7 +315,7 @@ size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int 
 // (A dY A^T) . V: per transformed position k, the product dM_k^T V_k over
 // the tiles, a*a SGEMMs again.
 
-// dyt writes dM (a*a, T, O) for dy (n, h, w, O): each tile's A dY A^T, dY
+// dyt writes dM (T, a*a, O) for dy (n, h, w, O): each tile's A dY A^T, dY
 // its m x m outputs (zero outside the image).
 INL void dyt(int m, float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zero) {
 	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
