@@ -89,10 +89,7 @@ func TestWinogradForward(t *testing.T) {
 		p.Alloc()
 		rng := rand.New(rand.NewPCG(uint64(h), 3))
 		conv.init(rng)
-		x := make([]float32, n*h*w*c)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
-		}
+		x := normals(rng, n*h*w*c)
 		want := directConv(x, conv.W.Of(p.Data), n, h, w, c, o, 3, 1, 1)
 		errs := map[int]float64{}
 		for _, m := range convModes {
@@ -156,13 +153,8 @@ func TestWinogradBackward(t *testing.T) {
 		p.Alloc()
 		rng := rand.New(rand.NewPCG(uint64(h), 5))
 		conv.init(rng)
-		x, dy := make([]float32, n*h*w*c), make([]float32, n*h*w*o)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
-		}
-		for i := range dy {
-			dy[i] = float32(rng.NormFloat64())
-		}
+		x := normals(rng, n*h*w*c)
+		dy := normals(rng, n*h*w*o)
 		wantDx, wantDw := directGrads(x, conv.W.Of(p.Data), dy, n, h, w, c, o)
 		for _, m := range convModes {
 			useMode(m)
@@ -210,6 +202,15 @@ func BenchmarkConv3x3(b *testing.B) {
 	}
 }
 
+// normals is n draws of the standard normal, in rng's order.
+func normals(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
 // TestWinogradSplit: an image's output and input gradient through
 // Winograd are the same bits however the batch around it is cut (the
 // whole batch in one call, or two halves), which is what lets ranks with
@@ -227,13 +228,8 @@ func TestWinogradSplit(t *testing.T) {
 		p.Alloc()
 		rng := rand.New(rand.NewPCG(1, 3))
 		conv.init(rng)
-		x, dy := make([]float32, n*h*h*c), make([]float32, n*h*h*o)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
-		}
-		for i := range dy {
-			dy[i] = float32(rng.NormFloat64())
-		}
+		x := normals(rng, n*h*h*c)
+		dy := normals(rng, n*h*h*o)
 		y, dx := make([]float32, n*h*h*o), make([]float32, n*h*h*c)
 		conv.Forward(y, x, n)
 		clear(p.Grad)
