@@ -45,21 +45,22 @@ func UseWinograd(on bool) { winograd = on }
 
 // wino is the output tile m of the Winograd F(m x m, 3x3) this
 // convolution runs as, 0 for im2col: on images of 4x4 and up, F(4x4) up
-// to 32 channels in and out, F(2x2) above.
+// to 128 channels in and out, F(2x2) above.
 //
 // F(4x4) (36 products per 16 outputs, against 144) measured faster than
-// F(2x2) (16 per 4) at every size of ResNet-20 and ResNet-50 once its
-// transforms wrote each tile's values contiguously (BenchmarkConv3x3,
-// one thread: 1.3x F(2x2) at 28x28x16, 2.5x im2col at 7x7x64 on 64
-// images, 3.7x at 56x56x64 on 8). But its rounding grows with the
-// channels summed (winograd_test.go: 2e-6 of the largest output at 16,
-// 7e-6 at 64, 1e-5 at 256, 1.7e-5 at 512; F(2x2) stays under 1e-6 like
-// im2col), and TestTorchvisionResNet's ResNet-50, whose BatchNorm over 12
-// values a channel in layer4 amplifies rounding, then missed torchvision's
-// gradients (cosine 0.9977 against the 0.999 bound) with F(4x4) at 64
-// channels and up, and even at 64 alone. The choice depends on the
-// layer's shape only, never on the batch, so that ranks holding
-// different shares of a batch compute it the same way.
+// F(2x2) (16 per 4) up to 128 channels (BenchmarkConv3x3, one thread:
+// 1.6x F(2x2) at 28x28x16 and at 7x7x64 on 64 images, 2.6x at 56x56x64
+// on 8), level at 14x14x256 and slower at 7x7x512 on 8 images, where
+// transforming 512 x 512 kernels to 36 points each costs more than the
+// products it saves. Its rounding grows with the channels summed
+// (winograd_test.go: 1.6e-6 of the largest output at 16, 2e-6 at 64,
+// 5.5e-6 at 256; F(2x2) stays under 1e-6 like im2col); with the points
+// of winograd.c, TestTorchvisionResNet's ResNet-50 meets torchvision's
+// bounds with F(4x4) in every layer (lowest gradient cosine 0.99993),
+// where Lavin's points had missed them (0.9977) with F(4x4) at 64
+// channels alone. The choice depends on the layer's shape only, never on
+// the batch, so that ranks holding different shares of a batch compute
+// it the same way.
 func (c *Conv2D) wino() int {
 	if !winograd || c.k != 3 || c.stride != 1 || c.pad != 1 {
 		return 0
@@ -70,7 +71,7 @@ func (c *Conv2D) wino() int {
 	switch {
 	case c.inH < 4 || c.inW < 4:
 		return 0
-	case c.inC <= 32 && c.outC <= 32:
+	case c.inC <= 128 && c.outC <= 128:
 		return 4
 	}
 	return 2
