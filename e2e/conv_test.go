@@ -29,11 +29,11 @@ var smallResNet = []string{"--model", "resnet", "--depth", "8", "--data", "synth
 // 2e-6 at step 10 and differed by 1.3e-2 at step 12, and the same jump
 // came at np=1 from nothing but another summation order in one GEMM; with
 // the kernels as they are, 1.9e-6 at step 8, 3.0e-6 at 10, 6.9e-6 at 12.
-// Winograd's F(4x4) rounds about ten times more than im2col (a changed
+// Winograd's F(4x4) rounds several times more than im2col (a changed
 // weight changes its rounding by that much), so the first crossing comes
-// sooner: np=2 and np=1 agreed to 6.2e-6 after step 1 and differed by
-// 2.7e-3 after step 2 (with F(2x2) for the weight gradient, 3.4e-6 and
-// 3.6e-2). Step 1 holds the whole data-parallel path once (the shards,
+// sooner: np=2 and np=1 agreed to 3.1e-6 after step 1 and differed by
+// 3.6e-2 after step 2 (e420b5f; im2col in the same sitting: 9.9e-7 and
+// 8.5e-7, then 1.7e-6 at step 10 and 1.3e-2 at 12). Step 1 holds the whole data-parallel path once (the shards,
 // BatchNorm's synchronised statistics, augmentation, the allreduce, the
 // update), at the same 1e-5; TestImageFolderEquivalence compares step 2
 // on real images, where the gradients are larger.

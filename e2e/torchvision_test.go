@@ -51,7 +51,8 @@ func TestTorchvisionResNet(t *testing.T) {
 				return v
 			}
 			// Both ways of computing the 3x3 convolutions (--conv): at 64x64
-			// Winograd's F(4x4, 3x3) runs in layer1 to layer3 (16x16 to 4x4).
+			// Winograd's F(4x4, 3x3) runs in layer1 and layer2 (16x16 and 8x8,
+			// 64 and 128 channels), F(2x2) in layer3 (4x4, 256).
 			for _, conv := range []string{"im2col", "winograd"} {
 				t.Run(conv, func(t *testing.T) {
 					model.UseWinograd(conv == "winograd")
