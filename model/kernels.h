@@ -60,7 +60,10 @@ struct k_conv_shape {
 };
 
 // Winograd F(m x m, 3x3), m = 2 or 4 (winograd.c; k_wino_forward in par.c).
-void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, int m);
+// WINO_BLOCK: k_wino_weights transforms the forward's kernels in blocks
+// of this many outputs and inputs.
+#define WINO_BLOCK 16
+void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, int m, size_t p0, size_t p1);
 void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
                  float *work, int m);
 size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int m);
@@ -68,7 +71,7 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
                     int m);
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
                     float *work, int m);
-void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, int m);
+void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, int m, size_t p0, size_t p1);
 void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x, int m);
 size_t k_conv_part(size_t n, size_t per_image);
 void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);

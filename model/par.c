@@ -534,6 +534,39 @@ static size_t wino_part(const struct k_conv_shape *s, int m) {
 static float *ukern;
 static size_t ukern_cap;
 
+// A layer's kernels to and from Winograd's space, WINO_BLOCK outputs a
+// unit across the threads (serial, they were 3% of a 2-thread ResNet-20
+// step, with the pool's other thread waiting).
+struct wk {
+	float *u, *dwt, *parts;
+	const float *wt;
+	size_t o, c, parts_n;
+	int flip, m;
+};
+
+static void t_wino_weights(void *p, size_t lo, size_t hi, int w) {
+	struct wk *k = p;
+	size_t p1 = hi * WINO_BLOCK < k->o ? hi * WINO_BLOCK : k->o;
+	(void)w;
+	k_wino_weights(k->u, k->wt, k->o, k->c, k->flip, k->m, lo * WINO_BLOCK, p1);
+}
+
+// t_wino_weights_grad adds the parts' dU (units of a*a x o x c) into the
+// first, in part order, for its outputs, and takes them back to dwt.
+static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
+	struct wk *k = p;
+	size_t p0 = lo * WINO_BLOCK, p1 = hi * WINO_BLOCK < k->o ? hi * WINO_BLOCK : k->o;
+	size_t aa = (size_t)(k->m + 2) * (k->m + 2), OC = k->o * k->c, K = aa * OC;
+	(void)w;
+	for (size_t u = 1; u < k->parts_n; u++)
+		for (size_t j = 0; j < aa; j++) {
+			float *d = k->parts + j * OC + p0 * k->c;
+			const float *q = d + u * K;
+			for (size_t i = 0; i < (p1 - p0) * k->c; i++) d[i] += q[i];
+		}
+	k_wino_weights_grad(k->dwt, k->parts, k->o, k->c, k->m, p0, p1);
+}
+
 // k_wino_forward: y (n, h, w, o) = x (n, h, w, c) convolved, 3x3 stride
 // 1 padding 1, with the kernels of wt, added to y when beta is 1; parts
 // of the batch across the threads. wt is (o, 3, 3, c), or, when flip, a
@@ -550,10 +583,8 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 		if (!ukern) abort();
 		ukern_cap = n;
 	}
-	if (flip)
-		k_wino_weights(ukern, wt, s->c, s->o, 1, m);
-	else
-		k_wino_weights(ukern, wt, s->o, s->c, 0, m);
+	struct wk k = {.u = ukern, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .m = m};
+	run((k.o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights, &k);
 	struct conv cv = {.s = s, .x = x, .w = ukern, .y = y, .beta = beta, .m = m};
 	cv.u = wino_part(s, m);
 	run((s->n + cv.u - 1) / cv.u, t_wino, &cv);
@@ -573,7 +604,7 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 
 // k_wino_dw sets dwt (o, 3, 3, c) to the weight gradient of a 3x3
 // stride-1 padding-1 convolution through Winograd's transforms: each
-// part's 16 products, summed in part order, then brought back by
+// part's (m+2)^2 products, summed in part order, then brought back by
 // k_wino_weights_grad.
 void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x, int m) {
 	size_t K = (size_t)(m + 2) * (m + 2) * s->c * s->o;
@@ -582,11 +613,8 @@ void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const 
 	size_t units = (s->n + cv.u - 1) / cv.u;
 	cv.parts = partials(units * K * sizeof(float));
 	run(units, t_wino_dw, &cv);
-	for (size_t u = 1; u < units; u++) {
-		const float *q = cv.parts + u * K;
-		for (size_t j = 0; j < K; j++) cv.parts[j] += q[j];
-	}
-	k_wino_weights_grad(dwt, cv.parts, s->o, s->c, m);
+	struct wk k = {.dwt = dwt, .parts = cv.parts, .o = s->o, .c = s->c, .parts_n = units, .m = m};
+	run((s->o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights_grad, &k);
 }
 
 static void t_conv_dw(void *p, size_t lo, size_t hi, int w) {

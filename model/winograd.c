@@ -141,19 +141,19 @@ INL void kernel1(int m, float *u, size_t us, const float *w, size_t ws, int flip
 // both (a loop along o strides wt by 9c, which made this transform half
 // of a 7x7x512 layer's time on 8 images), so it transforms blocks of 16 x
 // 16 channel pairs along c into tmp and writes each block transposed.
-INL void weights(int m, float *U, const float *wt, size_t o, size_t c, int flip) {
+INL void weights(int m, float *U, const float *wt, size_t o, size_t c, int flip, size_t p0, size_t p1) {
 	size_t a = m + 2, OC = o * c;
 	if (flip) {
-		for (size_t p = 0; p < o; p++)
+		for (size_t p = p0; p < p1; p++)
 #pragma GCC ivdep
 			for (size_t b = 0; b < c; b++) kernel1(m, U + p * c + b, OC, wt + p * 9 * c + b, c, 1);
 		return;
 	}
-	enum { B = 16 };
+	enum { B = WINO_BLOCK };
 	float tmp[AMAX * AMAX][B][B];
-	for (size_t p0 = 0; p0 < o; p0 += B)
+	for (; p0 < p1; p0 += B)
 		for (size_t b0 = 0; b0 < c; b0 += B) {
-			size_t np = o - p0 < B ? o - p0 : B, nb = c - b0 < B ? c - b0 : B;
+			size_t np = p1 - p0 < B ? p1 - p0 : B, nb = c - b0 < B ? c - b0 : B;
 			for (size_t p = 0; p < np; p++)
 #pragma GCC ivdep
 				for (size_t b = 0; b < nb; b++) kernel1(m, &tmp[0][p][b], B * B, wt + (p0 + p) * 9 * c + b0 + b, c, 0);
@@ -165,11 +165,14 @@ INL void weights(int m, float *U, const float *wt, size_t o, size_t c, int flip)
 		}
 }
 
-VEC void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, int m) {
+// k_wino_weights transforms the kernels of outputs [p0, p1) (multiples of
+// WINO_BLOCK but for the last unless flip), so that threads can share
+// a layer's.
+VEC void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, int m, size_t p0, size_t p1) {
 	if (m == 2)
-		weights(2, U, wt, o, c, flip);
+		weights(2, U, wt, o, c, flip, p0, p1);
 	else
-		weights(4, U, wt, o, c, flip);
+		weights(4, U, wt, o, c, flip, p0, p1);
 }
 
 // tiles is the count of m x m output tiles over n images of h x w.
@@ -385,10 +388,11 @@ void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t
 		k_sgemm1(1, 0, O, C, T, 1, M + k * O, aa * O, V + k * C, aa * C, 0, dU + k * C * O, C);
 }
 
-// weights_grad sets dwt (o, 3, 3, c) to G^T dU G of dU (a*a, o, c).
-INL void weights_grad(int m, float *dwt, const float *dU, size_t o, size_t c) {
+// weights_grad sets outputs [p0, p1) of dwt (o, 3, 3, c) to G^T dU G of
+// dU (a*a, o, c).
+INL void weights_grad(int m, float *dwt, const float *dU, size_t o, size_t c, size_t p0, size_t p1) {
 	size_t a = m + 2, OC = o * c;
-	for (size_t p = 0; p < o; p++) {
+	for (size_t p = p0; p < p1; p++) {
 		const float *du = dU + p * c;
 		float *d = dwt + p * 9 * c;
 #pragma GCC ivdep
@@ -414,9 +418,9 @@ INL void weights_grad(int m, float *dwt, const float *dU, size_t o, size_t c) {
 	}
 }
 
-VEC void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, int m) {
+VEC void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, int m, size_t p0, size_t p1) {
 	if (m == 2)
-		weights_grad(2, dwt, dU, o, c);
+		weights_grad(2, dwt, dU, o, c, p0, p1);
 	else
-		weights_grad(4, dwt, dU, o, c);
+		weights_grad(4, dwt, dU, o, c, p0, p1);
 }
