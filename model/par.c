@@ -149,17 +149,17 @@ int k_set_threads(int n) {
 	return nthreads;
 }
 
-// run cuts [0, units) into chunks of contiguous units, about two per
-// thread, and runs fn(ctx, lo, hi, w) on them across the pool, each
-// thread taking the next free chunk, the caller too. Taken in turn
-// rather than cut into one fixed share per thread, a thread that starts
-// late (a worker woken from its futex) or runs slower (a core shared
-// with another process) does less, instead of making the others wait
-// for it: with fixed shares the pool's worker spun 7% of a 2-thread
-// ResNet-20 step waiting for the caller. A unit writes only its own
-// outputs (every reduction sums per-unit parts in unit order), so which
-// thread runs it changes no bits. Tasks must not call run.
-static void run(size_t units, task_fn fn, void *ctx) {
+// run_chunks runs fn(ctx, lo, hi, w) on chunks of chunk contiguous units
+// of [0, units) across the pool, each thread taking the next free chunk,
+// the caller too. Taken in turn rather than cut into one fixed share per
+// thread, a thread that starts late (a worker woken from its futex) or
+// runs slower (a core shared with another process) does less instead of
+// making the others wait for it (perf, fixed shares: the caller waited
+// 2% of a 2-thread ResNet-20 step inside the Winograd passes alone). A
+// unit writes only its own outputs (every reduction sums per-unit parts
+// in unit order), so which thread runs it changes no bits. Tasks must
+// not call run.
+static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 	if (units == 0) return;
 	pthread_mutex_lock(&busy);
 	int T = (size_t)nthreads < units ? nthreads : (int)units;
@@ -169,7 +169,7 @@ static void run(size_t units, task_fn fn, void *ctx) {
 		return;
 	}
 	cur_fn = fn, cur_ctx = ctx, cur_units = units, cur_T = T;
-	cur_chunk = (units + 2 * (size_t)T - 1) / (2 * (size_t)T);
+	cur_chunk = chunk;
 	atomic_store(&next_unit, 0);
 	atomic_store(&left, (unsigned)created);
 	atomic_fetch_add(&gen, 1);
@@ -185,6 +185,11 @@ static void run(size_t units, task_fn fn, void *ctx) {
 	}
 	pthread_mutex_unlock(&busy);
 }
+
+// run is run_chunks one unit at a time: the units of the passes below
+// are already sized to be worth a call each (a part of a batch in cache,
+// a block of rows).
+static void run(size_t units, task_fn fn, void *ctx) { run_chunks(units, 1, fn, ctx); }
 
 // ---- per-worker scratch and the parts of reductions (grown, kept) ----
 
@@ -437,10 +442,10 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 		return;
 	}
 	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c};
-	if (m >= n)
-		run((m + GEMM_BLOCK - 1) / GEMM_BLOCK, t_gemm_rows, &g);
-	else
-		run((n + GEMM_BLOCK - 1) / GEMM_BLOCK, t_gemm_cols, &g);
+	// Two chunks a thread, not one block: each call packs the other
+	// operand again.
+	size_t units = ((m >= n ? m : n) + GEMM_BLOCK - 1) / GEMM_BLOCK, chunk = (units + 2 * nthreads - 1) / (2 * nthreads);
+	run_chunks(units, chunk, m >= n ? t_gemm_rows : t_gemm_cols, &g);
 }
 
 // ---- convolution: parts of the batch, each im2col + SGEMM in cache ----
