@@ -13,6 +13,8 @@ np=${4:?}
 shift 4
 mpi=(mpirun -np "$np" --oversubscribe)
 [[ $EUID -eq 0 ]] && mpi+=(--allow-run-as-root)
+# One rank may use every core (--threads); mpirun would bind it to one.
+[[ $np -eq 1 ]] && mpi+=(--bind-to none)
 export TRAIN_METRICS_ADDR=
 declare -A sps ms rss
 for i in $(seq 1 "$rounds"); do
