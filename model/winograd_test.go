@@ -76,15 +76,22 @@ func useMode(m int) {
 	winoTile = m
 }
 
+// winoShapes are (n, h, w, c, o): odd and even sizes (tiles cut by the
+// border), one image and several, few channels and many. Channel counts
+// that are multiples of 16 take winograd.c's row paths, the others its
+// pointer tables; the shapes give each transform (input, output, the
+// output gradient's) both, in the forward and the two gradients.
+var winoShapes = [][5]int{{1, 9, 9, 3, 8}, {2, 9, 8, 16, 21}, {2, 9, 7, 16, 16}, {3, 8, 8, 32, 37}, {2, 13, 10, 32, 48},
+	{2, 14, 14, 64, 69}, {1, 14, 14, 256, 261}, {1, 7, 7, 512, 517}, {1, 7, 7, 64, 512}}
+
 // TestWinogradForward: Winograd's F(2x2) and F(4x4) against the float64
 // definition, on odd and even sizes (tiles cut by the border), one image
 // and several, few channels and many; its error beside im2col's.
 func TestWinogradForward(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
-	for _, sh := range [][4]int{{1, 9, 9, 3}, {2, 9, 8, 16}, {3, 8, 8, 32}, {2, 14, 14, 64}, {1, 14, 14, 256}, {1, 7, 7, 512}} {
-		n, h, c := sh[0], sh[1], sh[3]
-		w, o := sh[2], c+5
+	for _, sh := range winoShapes {
+		n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4]
 		p := &Params{}
 		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
 		p.Alloc()
@@ -146,9 +153,8 @@ func directGrads(x, w, dy []float32, n, h, wd, c, o int) (dx, dw []float64) {
 func TestWinogradBackward(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
-	for _, sh := range [][4]int{{1, 9, 9, 3}, {2, 9, 8, 16}, {3, 8, 8, 32}, {2, 14, 14, 64}, {1, 14, 14, 256}, {1, 7, 7, 512}} {
-		n, h, w, c := sh[0], sh[1], sh[2], sh[3]
-		o := c + 5
+	for _, sh := range winoShapes {
+		n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4]
 		p := &Params{}
 		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
 		p.Alloc()
