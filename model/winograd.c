@@ -300,6 +300,46 @@ INL void output(int m, float *y, const float *M, size_t n, size_t h, size_t w, s
 			}
 }
 
+// dyt writes dM (T, a*a, O) for dy (n, h, w, O): each tile's A dY A^T, dY
+// its m x m outputs (zero outside the image). For the weight gradient
+// (below), here beside input, whose shape it shares.
+INL void dyt(int m, float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zero) {
+	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
+	size_t t = 0;
+	for (size_t b = 0; b < n; b++)
+		for (size_t ty = 0; ty < th; ty++)
+			for (size_t tx = 0; tx < tw; tx++, t++) {
+				const float *p[AMAX][AMAX];
+				UNROLL
+				for (size_t i = 0; i < (size_t)m; i++)
+					UNROLL
+					for (size_t j = 0; j < (size_t)m; j++) {
+						size_t yy = m * ty + i, xx = m * tx + j;
+						p[i][j] = yy < h && xx < w ? dy + ((b * h + yy) * w + xx) * O : zero;
+					}
+				float *s = dM + t * a * a * O;
+#pragma GCC ivdep
+				for (size_t o = 0; o < O; o++) {
+					float r[AMAX][AMAX], e[AMAX][AMAX];
+					UNROLL
+					for (size_t j = 0; j < (size_t)m; j++) {
+						float col[AMAX], c2[AMAX];
+						UNROLL
+						for (size_t i = 0; i < (size_t)m; i++) col[i] = p[i][j][o];
+						AD(m, c2, col);
+						UNROLL
+						for (size_t i = 0; i < a; i++) r[i][j] = c2[i];
+					}
+					UNROLL
+					for (size_t i = 0; i < a; i++) {
+						AD(m, e[i], r[i]);
+						UNROLL
+						for (size_t j = 0; j < a; j++) s[(i * a + j) * O + o] = e[i][j];
+					}
+				}
+			}
+}
+
 // ---- rows of tiles, 16 channels a vector ----
 //
 // For channel counts that are multiples of 16 (every layer of ResNet-20
@@ -321,26 +361,32 @@ typedef float vfu __attribute__((vector_size(64), aligned(4))); // for unaligned
 #define LD(p) (*(const vfu *)(p))
 #define ST(p, v) (*(vfu *)(p) = (v))
 
-// input_rows is input for C a multiple of 16; zrow is w*C zeros.
-INL void input_rows(int m, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zrow) {
-	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
+// spread_rows is input (grad 0: B^T d B of each tile's a x a input
+// block from (m ty - 1, m tx - 1)) or dyt (grad 1: A d A^T of its m x m
+// output gradient block from (m ty, m tx)) for C a multiple of 16; zrow
+// is w*C zeros. The two differ only in the block's size and origin and
+// in the one-dimensional transform.
+INL void spread_rows(int m, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
+                     const float *zrow) {
+	size_t a = m + 2, k = grad ? (size_t)m : a, th = (h + m - 1) / m, tw = (w + m - 1) / m;
+	long off = grad ? 0 : 1;
 	float *v = V;
 	for (size_t b = 0; b < n; b++)
 		for (size_t ty = 0; ty < th; ty++) {
 			const float *row[AMAX];
 			UNROLL
-			for (size_t i = 0; i < a; i++) {
-				long y = (long)(m * ty + i) - 1;
+			for (size_t i = 0; i < k; i++) {
+				long y = (long)(m * ty + i) - off;
 				row[i] = y < 0 || y >= (long)h ? zrow : x + (b * h + (size_t)y) * w * C;
 			}
 			for (size_t tx = 0; tx < tw; tx++, v += a * a * C) {
 				// columns x0 + j for j in [jl, jr) are inside the image
-				long x0 = (long)(m * tx) - 1;
-				size_t jl = x0 < 0, jr = (long)w - x0 < (long)a ? (size_t)((long)w - x0) : a;
+				long x0 = (long)(m * tx) - off;
+				size_t jl = x0 < 0, jr = (long)w - x0 < (long)k ? (size_t)((long)w - x0) : k;
 				for (size_t c = 0; c < C; c += 16) {
 					vf d[AMAX][AMAX];
 					UNROLL
-					for (size_t j = 0; j < a; j++) {
+					for (size_t j = 0; j < k; j++) {
 						vf col[AMAX], r[AMAX];
 						if (j < jl || j >= jr) {
 							UNROLL
@@ -348,15 +394,21 @@ INL void input_rows(int m, float *V, const float *x, size_t n, size_t h, size_t 
 							continue;
 						}
 						UNROLL
-						for (size_t i = 0; i < a; i++) col[i] = LD(row[i] + (x0 + (long)j) * (long)C + c);
-						BT(m, r, col);
+						for (size_t i = 0; i < k; i++) col[i] = LD(row[i] + (x0 + (long)j) * (long)C + c);
+						if (grad)
+							AD(m, r, col);
+						else
+							BT(m, r, col);
 						UNROLL
 						for (size_t i = 0; i < a; i++) d[i][j] = r[i];
 					}
 					UNROLL
 					for (size_t i = 0; i < a; i++) {
 						vf r[AMAX];
-						BT(m, r, d[i]);
+						if (grad)
+							AD(m, r, d[i]);
+						else
+							BT(m, r, d[i]);
 						UNROLL
 						for (size_t j = 0; j < a; j++) ST(v + (i * a + j) * C + c, r[j]);
 					}
@@ -409,48 +461,6 @@ INL void output_rows(int m, int add, float *y, const float *M, size_t n, size_t 
 		}
 }
 
-// dyt_rows is dyt for O a multiple of 16; zrow is w*O zeros.
-INL void dyt_rows(int m, float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zrow) {
-	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
-	float *s = dM;
-	for (size_t b = 0; b < n; b++)
-		for (size_t ty = 0; ty < th; ty++) {
-			const float *row[AMAX];
-			UNROLL
-			for (size_t i = 0; i < (size_t)m; i++) {
-				size_t yy = m * ty + i;
-				row[i] = yy >= h ? zrow : dy + (b * h + yy) * w * O;
-			}
-			for (size_t tx = 0; tx < tw; tx++, s += a * a * O) {
-				size_t x0 = m * tx, jr = w - x0 < (size_t)m ? w - x0 : (size_t)m;
-				for (size_t o = 0; o < O; o += 16) {
-					vf r[AMAX][AMAX];
-					UNROLL
-					for (size_t j = 0; j < (size_t)m; j++) {
-						vf col[AMAX], e[AMAX];
-						if (j >= jr) {
-							UNROLL
-							for (size_t i = 0; i < a; i++) r[i][j] = (vf){0};
-							continue;
-						}
-						UNROLL
-						for (size_t i = 0; i < (size_t)m; i++) col[i] = LD(row[i] + (x0 + j) * O + o);
-						AD(m, e, col);
-						UNROLL
-						for (size_t i = 0; i < a; i++) r[i][j] = e[i];
-					}
-					UNROLL
-					for (size_t i = 0; i < a; i++) {
-						vf e[AMAX];
-						AD(m, e, r[i]);
-						UNROLL
-						for (size_t j = 0; j < a; j++) ST(s + (i * a + j) * O + o, e[j]);
-					}
-				}
-			}
-		}
-}
-
 // BY_COUNT runs call with n, a vector-multiple channel count, as a
 // constant for the counts of ResNets' layers: the compiler then unrolls
 // the loop over channel vectors and folds the offsets. Measured on
@@ -485,41 +495,44 @@ INL void dyt_rows(int m, float *dM, const float *dy, size_t n, size_t h, size_t 
 // max(C, O) floats.
 #define CLONE(name, call, ...) \
 	VEC static void name(__VA_ARGS__) { call; }
-CLONE(in_rows2, BY_COUNT(C, input_rows(2, V, x, n, h, w, C_, z)), float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
-      const float *z)
-CLONE(in_rows4, BY_COUNT(C, input_rows(4, V, x, n, h, w, C_, z)), float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
-      const float *z)
-CLONE(in_ptrs2, input(2, V, x, n, h, w, C, z), float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
-      const float *z)
-CLONE(in_ptrs4, input(4, V, x, n, h, w, C, z), float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
-      const float *z)
-CLONE(out_rows2, BY_COUNT(O, output_rows(2, 0, y, M, n, h, w, O_, s)), float *y, const float *M, size_t n, size_t h, size_t w,
-      size_t O, float *s)
-CLONE(out_rows4, BY_COUNT(O, output_rows(4, 0, y, M, n, h, w, O_, s)), float *y, const float *M, size_t n, size_t h, size_t w,
-      size_t O, float *s)
-CLONE(out_rows2_add, BY_COUNT(O, output_rows(2, 1, y, M, n, h, w, O_, s)), float *y, const float *M, size_t n, size_t h, size_t w,
-      size_t O, float *s)
-CLONE(out_rows4_add, BY_COUNT(O, output_rows(4, 1, y, M, n, h, w, O_, s)), float *y, const float *M, size_t n, size_t h, size_t w,
-      size_t O, float *s)
-CLONE(out_ptrs2, output(2, y, M, n, h, w, O, add, s), float *y, const float *M, size_t n, size_t h, size_t w, size_t O,
-      int add, float *s)
-CLONE(out_ptrs4, output(4, y, M, n, h, w, O, add, s), float *y, const float *M, size_t n, size_t h, size_t w, size_t O,
-      int add, float *s)
+#define SPREAD_ARGS float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *z
+#define OUT_ARGS float *y, const float *M, size_t n, size_t h, size_t w, size_t O, float *s
+CLONE(in_rows2, BY_COUNT(C, spread_rows(2, 0, V, x, n, h, w, C_, z)), SPREAD_ARGS)
+CLONE(in_rows4, BY_COUNT(C, spread_rows(4, 0, V, x, n, h, w, C_, z)), SPREAD_ARGS)
+CLONE(dyt_rows2, BY_COUNT(C, spread_rows(2, 1, V, x, n, h, w, C_, z)), SPREAD_ARGS)
+CLONE(dyt_rows4, BY_COUNT(C, spread_rows(4, 1, V, x, n, h, w, C_, z)), SPREAD_ARGS)
+CLONE(in_ptrs2, input(2, V, x, n, h, w, C, z), SPREAD_ARGS)
+CLONE(in_ptrs4, input(4, V, x, n, h, w, C, z), SPREAD_ARGS)
+CLONE(dyt_ptrs2, dyt(2, V, x, n, h, w, C, z), SPREAD_ARGS)
+CLONE(dyt_ptrs4, dyt(4, V, x, n, h, w, C, z), SPREAD_ARGS)
+CLONE(out_rows2, BY_COUNT(O, output_rows(2, 0, y, M, n, h, w, O_, s)), OUT_ARGS)
+CLONE(out_rows4, BY_COUNT(O, output_rows(4, 0, y, M, n, h, w, O_, s)), OUT_ARGS)
+CLONE(out_rows2_add, BY_COUNT(O, output_rows(2, 1, y, M, n, h, w, O_, s)), OUT_ARGS)
+CLONE(out_rows4_add, BY_COUNT(O, output_rows(4, 1, y, M, n, h, w, O_, s)), OUT_ARGS)
+CLONE(out_ptrs2, output(2, y, M, n, h, w, O, add, s), OUT_ARGS, int add)
+CLONE(out_ptrs4, output(4, y, M, n, h, w, O, add, s), OUT_ARGS, int add)
 
-static void input_any(int m, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero) {
-	if (C % 16 == 0)
+// spread is input (grad 0) or dyt (grad 1).
+static void spread(int m, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
+                   const float *zero) {
+	if (C % 16 == 0 && grad)
+		(m == 2 ? dyt_rows2 : dyt_rows4)(V, x, n, h, w, C, zero);
+	else if (C % 16 == 0)
 		(m == 2 ? in_rows2 : in_rows4)(V, x, n, h, w, C, zero);
+	else if (grad)
+		(m == 2 ? dyt_ptrs2 : dyt_ptrs4)(V, x, n, h, w, C, zero);
 	else
 		(m == 2 ? in_ptrs2 : in_ptrs4)(V, x, n, h, w, C, zero);
 }
 
-static void output_any(int m, float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink) {
+// gather is output.
+static void gather(int m, float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink) {
 	if (O % 16 == 0 && add)
 		(m == 2 ? out_rows2_add : out_rows4_add)(y, M, n, h, w, O, sink);
 	else if (O % 16 == 0)
 		(m == 2 ? out_rows2 : out_rows4)(y, M, n, h, w, O, sink);
 	else
-		(m == 2 ? out_ptrs2 : out_ptrs4)(y, M, n, h, w, O, add, sink);
+		(m == 2 ? out_ptrs2 : out_ptrs4)(y, M, n, h, w, O, sink, add);
 }
 
 // k_wino_conv is one part of a convolution: y (n, h, w, O) = x (n, h, w,
@@ -533,10 +546,10 @@ void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, s
 	size_t T = tiles(m, n, h, w), aa = (m + 2) * (m + 2);
 	float *V = work, *M = V + aa * T * C, *zero = M + aa * T * O, *sink = zero + w * (C > O ? C : O);
 	memset(zero, 0, w * C * sizeof(float));
-	input_any(m, V, x, n, h, w, C, zero);
+	spread(m, 0, V, x, n, h, w, C, zero);
 	for (size_t k = 0; k < aa; k++)
 		k_sgemm1(0, 0, T, O, C, 1, V + k * C, aa * C, U + k * C * O, O, 0, M + k * O, aa * O);
-	output_any(m, y, M, n, h, w, O, add, sink);
+	gather(m, y, M, n, h, w, O, add, sink);
 }
 
 size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int m) {
@@ -550,61 +563,6 @@ size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int 
 // (A dY A^T) . V: per transformed position k, the product dM_k^T V_k over
 // the tiles, a*a SGEMMs again.
 
-// dyt writes dM (T, a*a, O) for dy (n, h, w, O): each tile's A dY A^T, dY
-// its m x m outputs (zero outside the image).
-INL void dyt(int m, float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zero) {
-	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
-	size_t t = 0;
-	for (size_t b = 0; b < n; b++)
-		for (size_t ty = 0; ty < th; ty++)
-			for (size_t tx = 0; tx < tw; tx++, t++) {
-				const float *p[AMAX][AMAX];
-				UNROLL
-				for (size_t i = 0; i < (size_t)m; i++)
-					UNROLL
-					for (size_t j = 0; j < (size_t)m; j++) {
-						size_t yy = m * ty + i, xx = m * tx + j;
-						p[i][j] = yy < h && xx < w ? dy + ((b * h + yy) * w + xx) * O : zero;
-					}
-				float *s = dM + t * a * a * O;
-#pragma GCC ivdep
-				for (size_t o = 0; o < O; o++) {
-					float r[AMAX][AMAX], e[AMAX][AMAX];
-					UNROLL
-					for (size_t j = 0; j < (size_t)m; j++) {
-						float col[AMAX], c2[AMAX];
-						UNROLL
-						for (size_t i = 0; i < (size_t)m; i++) col[i] = p[i][j][o];
-						AD(m, c2, col);
-						UNROLL
-						for (size_t i = 0; i < a; i++) r[i][j] = c2[i];
-					}
-					UNROLL
-					for (size_t i = 0; i < a; i++) {
-						AD(m, e[i], r[i]);
-						UNROLL
-						for (size_t j = 0; j < a; j++) s[(i * a + j) * O + o] = e[i][j];
-					}
-				}
-			}
-}
-
-CLONE(dyt_rows2, BY_COUNT(O, dyt_rows(2, dM, dy, n, h, w, O_, z)), float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O,
-      const float *z)
-CLONE(dyt_rows4, BY_COUNT(O, dyt_rows(4, dM, dy, n, h, w, O_, z)), float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O,
-      const float *z)
-CLONE(dyt_ptrs2, dyt(2, dM, dy, n, h, w, O, z), float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O,
-      const float *z)
-CLONE(dyt_ptrs4, dyt(4, dM, dy, n, h, w, O, z), float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O,
-      const float *z)
-
-static void dyt_any(int m, float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zero) {
-	if (O % 16 == 0)
-		(m == 2 ? dyt_rows2 : dyt_rows4)(dM, dy, n, h, w, O, zero);
-	else
-		(m == 2 ? dyt_ptrs2 : dyt_ptrs4)(dM, dy, n, h, w, O, zero);
-}
-
 // k_wino_dw_part sets dU (a*a, O, C) to one part's sum over its tiles of
 // dM_k^T V_k, for x (n, h, w, C) and dy (n, h, w, O); work holds
 // k_wino_work_floats(n, h, w, C, O, m) floats.
@@ -613,8 +571,8 @@ void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t
 	size_t T = tiles(m, n, h, w), aa = (m + 2) * (m + 2);
 	float *V = work, *M = V + aa * T * C, *zero = M + aa * T * O;
 	memset(zero, 0, w * (C > O ? C : O) * sizeof(float));
-	input_any(m, V, x, n, h, w, C, zero);
-	dyt_any(m, M, dy, n, h, w, O, zero);
+	spread(m, 0, V, x, n, h, w, C, zero);
+	spread(m, 1, M, dy, n, h, w, O, zero);
 	for (size_t k = 0; k < aa; k++)
 		k_sgemm1(1, 0, O, C, T, 1, M + k * O, aa * O, V + k * C, aa * C, 0, dU + k * C * O, C);
 }
