@@ -193,25 +193,32 @@ static size_t tiles(int m, size_t n, size_t h, size_t w) { return n * ((h + m - 
 
 // ---- the forward ----
 
-// input writes V (T, a*a, C) for the T tiles of x (n, h, w, C): tile (ty,
-// tx) is the a x a block at (m ty - 1, m tx - 1), zero outside the image;
-// V's a*a rows of a tile are B^T d B. zero is C zeros. A tile's rows are
-// contiguous (the products read row k of every tile with stride a*a*C):
-// laid out (a*a, T, C), a tile's 36 stores went to rows a whole part
-// apart, one L1 set, and F(4x4) at 14x14x32 took 1.66 ms against 1.21.
-INL void input(int m, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero) {
-	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
+// spread_ptrs writes V (T, a*a, C) for the T tiles of x (n, h, w, C),
+// through a table of pointers to each tile's pixels (zero, C zeros,
+// outside the image), for any channel count:
+// - grad 0, input: tile (ty, tx) is the a x a block at (m ty - 1, m tx -
+//   1), and V's a*a rows of a tile are B^T d B;
+// - grad 1, dyt for the weight gradient (below): x is dy, the block is
+//   the tile's m x m outputs at (m ty, m tx), and its rows are A dY A^T.
+// A tile's rows are contiguous (the products read row k of every tile
+// with stride a*a*C): laid out (a*a, T, C), a tile's 36 stores went to
+// rows a whole part apart, one L1 set, and F(4x4) at 14x14x32 took 1.66
+// ms against 1.21.
+INL void spread_ptrs(int m, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
+                     const float *zero) {
+	size_t a = m + 2, k = grad ? (size_t)m : a, th = (h + m - 1) / m, tw = (w + m - 1) / m;
+	long off = grad ? 0 : 1;
 	size_t t = 0;
 	for (size_t b = 0; b < n; b++)
 		for (size_t ty = 0; ty < th; ty++)
 			for (size_t tx = 0; tx < tw; tx++, t++) {
 				const float *p[AMAX][AMAX];
 				UNROLL
-				for (size_t i = 0; i < a; i++) {
-					long y = (long)(m * ty + i) - 1;
+				for (size_t i = 0; i < k; i++) {
+					long y = (long)(m * ty + i) - off;
 					UNROLL
-					for (size_t j = 0; j < a; j++) {
-						long xx = (long)(m * tx + j) - 1;
+					for (size_t j = 0; j < k; j++) {
+						long xx = (long)(m * tx + j) - off;
 						p[i][j] = y < 0 || y >= (long)h || xx < 0 || xx >= (long)w
 						              ? zero
 						              : x + ((b * h + (size_t)y) * w + (size_t)xx) * C;
@@ -222,17 +229,23 @@ INL void input(int m, float *V, const float *x, size_t n, size_t h, size_t w, si
 				for (size_t c = 0; c < C; c++) {
 					float d[AMAX][AMAX], r[AMAX][AMAX];
 					UNROLL
-					for (size_t j = 0; j < a; j++) {
+					for (size_t j = 0; j < k; j++) {
 						float col[AMAX], s[AMAX];
 						UNROLL
-						for (size_t i = 0; i < a; i++) col[i] = p[i][j][c];
-						BT(m, s, col);
+						for (size_t i = 0; i < k; i++) col[i] = p[i][j][c];
+						if (grad)
+							AD(m, s, col);
+						else
+							BT(m, s, col);
 						UNROLL
 						for (size_t i = 0; i < a; i++) d[i][j] = s[i];
 					}
 					UNROLL
 					for (size_t i = 0; i < a; i++) {
-						BT(m, r[i], d[i]);
+						if (grad)
+							AD(m, r[i], d[i]);
+						else
+							BT(m, r[i], d[i]);
 						UNROLL
 						for (size_t j = 0; j < a; j++) v[(i * a + j) * C + c] = r[i][j];
 					}
@@ -300,46 +313,6 @@ INL void output(int m, float *y, const float *M, size_t n, size_t h, size_t w, s
 			}
 }
 
-// dyt writes dM (T, a*a, O) for dy (n, h, w, O): each tile's A dY A^T, dY
-// its m x m outputs (zero outside the image). For the weight gradient
-// (below), here beside input, whose shape it shares.
-INL void dyt(int m, float *dM, const float *dy, size_t n, size_t h, size_t w, size_t O, const float *zero) {
-	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
-	size_t t = 0;
-	for (size_t b = 0; b < n; b++)
-		for (size_t ty = 0; ty < th; ty++)
-			for (size_t tx = 0; tx < tw; tx++, t++) {
-				const float *p[AMAX][AMAX];
-				UNROLL
-				for (size_t i = 0; i < (size_t)m; i++)
-					UNROLL
-					for (size_t j = 0; j < (size_t)m; j++) {
-						size_t yy = m * ty + i, xx = m * tx + j;
-						p[i][j] = yy < h && xx < w ? dy + ((b * h + yy) * w + xx) * O : zero;
-					}
-				float *s = dM + t * a * a * O;
-#pragma GCC ivdep
-				for (size_t o = 0; o < O; o++) {
-					float r[AMAX][AMAX], e[AMAX][AMAX];
-					UNROLL
-					for (size_t j = 0; j < (size_t)m; j++) {
-						float col[AMAX], c2[AMAX];
-						UNROLL
-						for (size_t i = 0; i < (size_t)m; i++) col[i] = p[i][j][o];
-						AD(m, c2, col);
-						UNROLL
-						for (size_t i = 0; i < a; i++) r[i][j] = c2[i];
-					}
-					UNROLL
-					for (size_t i = 0; i < a; i++) {
-						AD(m, e[i], r[i]);
-						UNROLL
-						for (size_t j = 0; j < a; j++) s[(i * a + j) * O + o] = e[i][j];
-					}
-				}
-			}
-}
-
 // ---- rows of tiles, 16 channels a vector ----
 //
 // For channel counts that are multiples of 16 (every layer of ResNet-20
@@ -361,11 +334,7 @@ typedef float vfu __attribute__((vector_size(64), aligned(4))); // for unaligned
 #define LD(p) (*(const vfu *)(p))
 #define ST(p, v) (*(vfu *)(p) = (v))
 
-// spread_rows is input (grad 0: B^T d B of each tile's a x a input
-// block from (m ty - 1, m tx - 1)) or dyt (grad 1: A d A^T of its m x m
-// output gradient block from (m ty, m tx)) for C a multiple of 16; zrow
-// is w*C zeros. The two differ only in the block's size and origin and
-// in the one-dimensional transform.
+// spread_rows is spread_ptrs for C a multiple of 16; zrow is w*C zeros.
 INL void spread_rows(int m, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
                      const float *zrow) {
 	size_t a = m + 2, k = grad ? (size_t)m : a, th = (h + m - 1) / m, tw = (w + m - 1) / m;
@@ -501,10 +470,10 @@ CLONE(in_rows2, BY_COUNT(C, spread_rows(2, 0, V, x, n, h, w, C_, z)), SPREAD_ARG
 CLONE(in_rows4, BY_COUNT(C, spread_rows(4, 0, V, x, n, h, w, C_, z)), SPREAD_ARGS)
 CLONE(dyt_rows2, BY_COUNT(C, spread_rows(2, 1, V, x, n, h, w, C_, z)), SPREAD_ARGS)
 CLONE(dyt_rows4, BY_COUNT(C, spread_rows(4, 1, V, x, n, h, w, C_, z)), SPREAD_ARGS)
-CLONE(in_ptrs2, input(2, V, x, n, h, w, C, z), SPREAD_ARGS)
-CLONE(in_ptrs4, input(4, V, x, n, h, w, C, z), SPREAD_ARGS)
-CLONE(dyt_ptrs2, dyt(2, V, x, n, h, w, C, z), SPREAD_ARGS)
-CLONE(dyt_ptrs4, dyt(4, V, x, n, h, w, C, z), SPREAD_ARGS)
+CLONE(in_ptrs2, spread_ptrs(2, 0, V, x, n, h, w, C, z), SPREAD_ARGS)
+CLONE(in_ptrs4, spread_ptrs(4, 0, V, x, n, h, w, C, z), SPREAD_ARGS)
+CLONE(dyt_ptrs2, spread_ptrs(2, 1, V, x, n, h, w, C, z), SPREAD_ARGS)
+CLONE(dyt_ptrs4, spread_ptrs(4, 1, V, x, n, h, w, C, z), SPREAD_ARGS)
 CLONE(out_rows2, BY_COUNT(O, output_rows(2, 0, y, M, n, h, w, O_, s)), OUT_ARGS)
 CLONE(out_rows4, BY_COUNT(O, output_rows(4, 0, y, M, n, h, w, O_, s)), OUT_ARGS)
 CLONE(out_rows2_add, BY_COUNT(O, output_rows(2, 1, y, M, n, h, w, O_, s)), OUT_ARGS)
@@ -512,7 +481,8 @@ CLONE(out_rows4_add, BY_COUNT(O, output_rows(4, 1, y, M, n, h, w, O_, s)), OUT_A
 CLONE(out_ptrs2, output(2, y, M, n, h, w, O, add, s), OUT_ARGS, int add)
 CLONE(out_ptrs4, output(4, y, M, n, h, w, O, add, s), OUT_ARGS, int add)
 
-// spread is input (grad 0) or dyt (grad 1).
+// spread is spread_ptrs or spread_rows: the input transform (grad 0) or
+// the output gradient's (grad 1).
 static void spread(int m, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
                    const float *zero) {
 	if (C % 16 == 0 && grad)
@@ -525,7 +495,7 @@ static void spread(int m, int grad, float *V, const float *x, size_t n, size_t h
 		(m == 2 ? in_ptrs2 : in_ptrs4)(V, x, n, h, w, C, zero);
 }
 
-// gather is output.
+// gather is output or output_rows.
 static void gather(int m, float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink) {
 	if (O % 16 == 0 && add)
 		(m == 2 ? out_rows2_add : out_rows4_add)(y, M, n, h, w, O, sink);
