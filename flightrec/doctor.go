@@ -74,7 +74,10 @@ func Diagnose(ds []Dump) Report {
 // slowOrStuck adds a slow rank's finding unless the ranks are stuck for
 // another reason. A dump taken while a slow rank is late (SIGUSR2) shows
 // the others waiting for it: when that wait is no longer than its usual
-// lateness, it is the slowness caught in the act, not a stall.
+// lateness, it is the slowness caught in the act, not a stall. A dump
+// that lands just as the lateness begins also finds other ranks not yet
+// in the collective: after a wait shorter than SlowWait they are on
+// their way to it, not behind.
 func slowOrStuck(fs []Finding, slow Finding) []Finding {
 	var out []Finding
 	var now *Finding
@@ -84,6 +87,8 @@ func slowOrStuck(fs []Finding, slow Finding) []Finding {
 		case f.Kind == "missing":
 		case f.Kind == "behind" && f.Rank == slow.Rank && f.Waited <= 3*slow.Waited+1:
 			now = f
+			continue
+		case f.Kind == "behind" && f.Waited < SlowWait.Seconds():
 			continue
 		default:
 			return fs

@@ -215,6 +215,35 @@ func TestDoctorSlowRank(t *testing.T) {
 	}
 }
 
+// A SIGUSR2 dump that lands as a slow rank's lateness begins: one rank
+// has just entered the collective, another is still on its way to it.
+// Neither is stuck; the slow rank is still named.
+func TestDoctorSlowRankCaughtEarly(t *testing.T) {
+	j := newJob(3, "world")
+	tm := 10.0
+	for range 8 {
+		for r := range 3 {
+			if r == 2 {
+				j.add(r, "world", "allreduce", All, 4<<20, tm+0.7, tm+0.75)
+			} else {
+				j.add(r, "world", "allreduce", All, 4<<20, tm, tm+0.75)
+			}
+			j.add(r, "world", "allreduce", All, 8, tm+0.8, tm+0.81)
+		}
+		tm += 1
+	}
+	j.add(1, "world", "allreduce", All, 4<<20, tm, 0)
+	for i := range j.ds {
+		j.ds[i].Time = int64((tm + 0.01) * 1e9)
+		j.ds[i].Reason = "SIGUSR2"
+	}
+	rep := Diagnose(j.ds)
+	f := only(t, rep, "slow")
+	if len(rep.Findings) != 1 || f.Rank != 2 || !slices.Equal(f.Others, []int{0, 1}) || f.Waited < 0.65 || f.Waited > 0.75 {
+		t.Fatalf("finding %+v\n%s", f, strings.Join(rep.Lines(), "\n"))
+	}
+}
+
 func TestDoctorNothingWrong(t *testing.T) {
 	j := newJob(3, "world")
 	j.steps(6, 10)
