@@ -1,6 +1,43 @@
 package model
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+
+	"train/internal/near"
+)
+
+// TestBNStats checks bnStats' per-channel sums of x and x*x against the
+// definition, summed in Go in float64, on channel counts that take the
+// 16-channel register path (16, 48) and the general one (5), an odd
+// number of rows, and channels whose mean is far from 0 (where float
+// sums would lose the variance). s starts non-zero: the sums are added.
+func TestBNStats(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []int{16, 48, 5} {
+		for _, rows := range []int{1, 7, 2049} {
+			x := make([]float32, rows*c)
+			for i := range x {
+				x[i] = float32(100*float64(i%c) + rng.NormFloat64())
+			}
+			want, got := make([]float64, 2*c), make([]float64, 2*c)
+			for i := range want {
+				want[i], got[i] = float64(i), float64(i)
+			}
+			for r := range rows {
+				for ch := range c {
+					v := float64(x[r*c+ch])
+					want[ch] += v
+					want[c+ch] += v * v
+				}
+			}
+			bnStats(x, rows, c, got)
+			if err := near.Check(want, got, 1e-13); err != nil {
+				t.Errorf("%d channels, %d rows: %v", c, rows, err)
+			}
+		}
+	}
+}
 
 // BenchmarkBNKernels measures the BatchNorm passes of a ResNet-20 stage-1
 // layer (batch 64, 28x28x16) in GB/s moved, against a plain copy.
