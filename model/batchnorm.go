@@ -90,18 +90,39 @@ func (l *BatchNorm2d) init(*rand.Rand) {
 
 // Forward normalises each channel of x (n, h, w, c) into y.
 func (l *BatchNorm2d) Forward(y, x []float32, n int) {
+	mean, scale := l.norm(x, n)
+	affine(y, x, mean, scale, l.B.Of(l.p.Data), n*l.hw, l.c, l.relu)
+}
+
+// Join sets y = max(l(x) + short, 0), short being z, or sc(z) when sc is
+// not nil: the end of a residual block in one pass, without storing
+// either normalisation's output (their Backward needs only their
+// inputs). l and sc have no fused ReLU.
+func (l *BatchNorm2d) Join(y, x []float32, sc *BatchNorm2d, z []float32, n int) {
+	mean, scale := l.norm(x, n)
+	var zm, zs, zb []float32
+	if sc != nil {
+		zm, zs = sc.norm(z, n)
+		zb = sc.B.Of(sc.p.Data)
+	}
+	join(y, x, mean, scale, l.B.Of(l.p.Data), z, zm, zs, zb, n*l.hw, l.c)
+}
+
+// norm is the per-channel mean and scale (gamma*invstd) that normalise
+// x: in training the batch's statistics (over all replicas under
+// Mode.Reduce), which it also folds into the running ones; in evaluation
+// the running ones.
+func (l *BatchNorm2d) norm(x []float32, n int) (mean, scale []float32) {
 	C := l.c
-	g, b := l.W.Of(l.p.Data), l.B.Of(l.p.Data)
+	g := l.W.Of(l.p.Data)
 	rows := n * l.hw
-	scale := l.scale
+	scale = l.scale
 	if !l.mode.Training {
 		rm, rv := l.mean.Of(l.p.Buffers), l.vari.Of(l.p.Buffers)
 		for ch := range C {
-			s := g[ch] / float32(math.Sqrt(float64(rv[ch])+bnEps))
-			scale[ch] = s
+			scale[ch] = g[ch] / float32(math.Sqrt(float64(rv[ch])+bnEps))
 		}
-		affine(y, x, rm, scale, b, rows, C, l.relu)
-		return
+		return rm, scale
 	}
 	s := l.sums
 	clear(s)
@@ -129,7 +150,7 @@ func (l *BatchNorm2d) Forward(y, x []float32, n int) {
 		rv[ch] = float32((1-bnMomentum)*float64(rv[ch]) + bnMomentum*unbiased)
 	}
 	*l.p.Int64(l.batches)++
-	affine(y, x, l.meanf, scale, b, rows, C, l.relu)
+	return l.meanf, scale
 }
 
 // Backward of training-mode normalisation: dgamma += sum(dy*xhat), dbeta

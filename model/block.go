@@ -71,19 +71,15 @@ func (b *BasicBlock) ensure(n int) {
 // Forward: y (n, out) from x (n, in).
 func (b *BasicBlock) Forward(y, x []float32, n int) {
 	b.ensure(n)
-	o := n * b.out
 	b.conv1.Forward(b.c1, x, n)
 	b.bn1.Forward(b.b1, b.c1, n)
 	b.conv2.Forward(b.c2, b.b1, n)
-	b2 := b.mode.scratch.get(slotSum, o)
-	b.bn2.Forward(b2, b.c2, n)
-	short := x
 	if b.scConv != nil {
-		short = b.mode.scratch.get(slotShort, o)
 		b.scConv.Forward(b.s1, x, n)
-		b.scBN.Forward(short, b.s1, n)
+		b.bn2.Join(y, b.c2, b.scBN, b.s1, n)
+		return
 	}
-	addReLU(y, b2, short, o)
+	b.bn2.Join(y, b.c2, nil, x, n)
 }
 
 // Backward through both branches; dx is the sum of their input gradients.

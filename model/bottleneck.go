@@ -78,15 +78,12 @@ func (b *Bottleneck) Forward(y, x []float32, n int) {
 	b.conv2.Forward(b.c2, b.b1, n)
 	b.bn2.Forward(b.b2, b.c2, n)
 	b.conv3.Forward(b.c3, b.b2, n)
-	b3 := b.mode.scratch.get(slotSum, n*b.out)
-	b.bn3.Forward(b3, b.c3, n)
-	short := x
 	if b.scConv != nil {
-		short = b.mode.scratch.get(slotShort, n*b.out)
 		b.scConv.Forward(b.s1, x, n)
-		b.scBN.Forward(short, b.s1, n)
+		b.bn3.Join(y, b.c3, b.scBN, b.s1, n)
+		return
 	}
-	addReLU(y, b3, short, n*b.out)
+	b.bn3.Join(y, b.c3, nil, x, n)
 }
 
 // Backward through both branches; dx is the sum of their input gradients.

@@ -340,11 +340,47 @@ func TestReLUKernels(t *testing.T) {
 			}
 		}
 	}
+	// join with the identity map (mean 0, scale 1, beta 0) is max(a+b, 0).
 	a, b, y := []float32{1, -2, 0, negz, 3}, []float32{-1, 1, negz, negz, inf}, make([]float32, 5)
-	addReLU(y, a, b, 5)
+	join(y, a, []float32{0}, []float32{1}, []float32{0}, b, nil, nil, nil, 5, 1)
 	for i, want := range []float32{0, 0, 0, 0, inf} {
 		if y[i] != want || math.Signbit(float64(y[i])) {
-			t.Errorf("addReLU at %d = %v, want %v (never -0)", i, y[i], want)
+			t.Errorf("join at %d = %v, want %v (never -0)", i, y[i], want)
+		}
+	}
+}
+
+// TestJoin checks a residual block's end, max(bn(x) + z', 0) with z' the
+// shortcut z or its own BatchNorm's map, against the definition in
+// float64, on 16 channels (the vector loop) and 5 (its scalar tail).
+func TestJoin(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, c := range []int{16, 5} {
+		rows := 9
+		v := func(n int) []float32 {
+			s := make([]float32, n)
+			randn(rng, s)
+			return s
+		}
+		x, z, m, s, bt, zm, zs, zb := v(rows*c), v(rows*c), v(c), v(c), v(c), v(c), v(c), v(c)
+		for _, proj := range []bool{false, true} {
+			want, got := make([]float32, rows*c), make([]float32, rows*c)
+			for i := range want {
+				ch := i % c
+				u := float64(z[i])
+				if proj {
+					u = (u-float64(zm[ch]))*float64(zs[ch]) + float64(zb[ch])
+				}
+				want[i] = float32(max((float64(x[i])-float64(m[ch]))*float64(s[ch])+float64(bt[ch])+u, 0))
+			}
+			if proj {
+				join(got, x, m, s, bt, z, zm, zs, zb, rows, c)
+			} else {
+				join(got, x, m, s, bt, z, nil, nil, nil, rows, c)
+			}
+			if err := near.Check(want, got, 1e-6); err != nil {
+				t.Errorf("%d channels, projection %v: %v", c, proj, err)
+			}
 		}
 	}
 }

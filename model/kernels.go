@@ -52,6 +52,20 @@ func affine(y, x, mean, scale, beta []float32, rows, c int, relu bool) {
 	C.k_affine_par(f32(y), f32(x), f32(mean), f32(scale), f32(beta), C.size_t(rows), C.size_t(c), cbool(relu))
 }
 
+// join sets y = max((x-mean)*scale + beta + z', 0) per channel over rows
+// of c values, z' being z, or (z-zmean)*zscale + zbeta when zmean is not
+// nil.
+func join(y, x, mean, scale, beta, z, zmean, zscale, zbeta []float32, rows, c int) {
+	need(rows*c, y, x, z)
+	need(c, mean, scale, beta)
+	var zm, zs, zb *C.float
+	if zmean != nil {
+		need(c, zmean, zscale, zbeta)
+		zm, zs, zb = f32(zmean), f32(zscale), f32(zbeta)
+	}
+	C.k_join_par(f32(y), f32(x), f32(mean), f32(scale), f32(beta), f32(z), zm, zs, zb, C.size_t(rows), C.size_t(c))
+}
+
 // bnGradSums adds per-channel sums of d and d*xhat to s[:C] and s[C:2C],
 // d being dy masked by y > 0 under relu and xhat (x-mean)*invstd, with
 // the mean given as the float pair mhi + mlo.
@@ -76,12 +90,6 @@ func bnDx(dx, dy, x, y []float32, rows, c int, mean, a, b, k []float32, relu boo
 	}
 	need(c, mean, a, b, k)
 	C.k_bn_dx_par(f32(dx), f32(dy), f32(x), f32(y), C.size_t(rows), C.size_t(c), f32(mean), f32(a), f32(b), f32(k), cbool(relu))
-}
-
-// addReLU sets y = max(a+b, 0) over n values.
-func addReLU(y, a, b []float32, n int) {
-	need(n, y, a, b)
-	C.k_add_relu_par(f32(y), f32(a), f32(b), C.size_t(n))
 }
 
 // reluMask sets g = dy where y > 0, else 0, over n values.

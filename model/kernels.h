@@ -9,7 +9,8 @@ void k_bn_grad_sums(const float *x, const float *dy, const float *y, size_t rows
                     const float *mhi, const float *mlo, const float *invstd, int relu, double *s);
 void k_bn_dx(float *dx, const float *dy, const float *x, const float *y, size_t rows, size_t C,
              const float *mean, const float *a, const float *b, const float *c, int relu);
-void k_add_relu(float *y, const float *a, const float *b, size_t n);
+void k_join(float *y, const float *x, const float *mean, const float *scale, const float *beta, const float *z,
+            const float *zmean, const float *zscale, const float *zbeta, size_t rows, size_t C);
 void k_relu_mask(float *g, const float *dy, const float *y, size_t n);
 void k_im2col(float *cols, const float *x, size_t n, size_t C, size_t h, size_t w, size_t k,
               size_t stride, size_t pad, size_t oh, size_t ow);
@@ -40,9 +41,10 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
              size_t ldb, float beta, float *c, size_t ldc);
 void k_affine_par(float *y, const float *x, const float *mean, const float *scale, const float *beta, size_t rows,
                   size_t C, int relu);
+void k_join_par(float *y, const float *x, const float *mean, const float *scale, const float *beta, const float *z,
+                const float *zmean, const float *zscale, const float *zbeta, size_t rows, size_t C);
 void k_bn_dx_par(float *dx, const float *dy, const float *x, const float *y, size_t rows, size_t C, const float *mean,
                  const float *a, const float *b, const float *k, int relu);
-void k_add_relu_par(float *y, const float *a, const float *b, size_t n);
 void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n);
 void k_add_par(float *y, const float *a, const float *b, size_t n);
 void k_gelu_par(float *y, const float *x, size_t n);

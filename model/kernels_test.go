@@ -67,6 +67,24 @@ func BenchmarkBNKernels(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*rows*c*4)/b.Elapsed().Seconds()/1e9, "GB/s")
 	})
+	b.Run("affine", func(b *testing.B) {
+		for range b.N {
+			affine(dx, x, m, v, a, rows, c, true)
+		}
+		b.ReportMetric(float64(b.N*rows*c*8)/b.Elapsed().Seconds()/1e9, "GB/s")
+	})
+	b.Run("join", func(b *testing.B) {
+		for range b.N {
+			join(dx, x, m, v, a, y, nil, nil, nil, rows, c)
+		}
+		b.ReportMetric(float64(b.N*rows*c*12)/b.Elapsed().Seconds()/1e9, "GB/s")
+	})
+	b.Run("mask", func(b *testing.B) {
+		for range b.N {
+			reluMask(dx, dy, y, rows*c)
+		}
+		b.ReportMetric(float64(b.N*rows*c*12)/b.Elapsed().Seconds()/1e9, "GB/s")
+	})
 	b.Run("copy", func(b *testing.B) {
 		for range b.N {
 			copy(dx, x)

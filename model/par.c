@@ -234,6 +234,7 @@ static size_t rows_each(size_t c) { return c >= GRAIN ? 1 : GRAIN / (c ? c : 1);
 struct ew {
 	float *y;
 	const float *a, *b, *x, *dy, *yr, *mean, *scale, *beta, *k;
+	const float *z, *zmean, *zscale, *zbeta; // k_join's shortcut
 	size_t rows, C, u;
 	int relu;
 	double *s; // reductions: the parts' sums, 2C each
@@ -262,6 +263,21 @@ void k_affine_par(float *y, const float *x, const float *mean, const float *scal
                   size_t C, int relu) {
 	struct ew e = {.y = y, .x = x, .mean = mean, .scale = scale, .beta = beta, .relu = relu};
 	ew_run(&e, rows, C, t_affine);
+}
+
+static void t_join(void *p, size_t lo, size_t hi, int w) {
+	struct ew *e = p;
+	ROWS(e);
+	size_t C = e->C;
+	k_join(e->y + r0 * C, e->x + r0 * C, e->mean, e->scale, e->beta, e->z + r0 * C, e->zmean, e->zscale, e->zbeta,
+	       r1 - r0, C);
+}
+
+void k_join_par(float *y, const float *x, const float *mean, const float *scale, const float *beta, const float *z,
+                const float *zmean, const float *zscale, const float *zbeta, size_t rows, size_t C) {
+	struct ew e = {.y = y, .x = x, .mean = mean, .scale = scale, .beta = beta, .z = z, .zmean = zmean, .zscale = zscale,
+	               .zbeta = zbeta};
+	ew_run(&e, rows, C, t_join);
 }
 
 static void t_bn_dx(void *p, size_t lo, size_t hi, int w) {
@@ -306,7 +322,6 @@ static void gelu1(float *y, const float *x, const float *unused, size_t n) {
 	k_gelu(y, x, n);
 }
 
-void k_add_relu_par(float *y, const float *a, const float *b, size_t n) { flat_run(k_add_relu, y, a, b, n); }
 void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n) { flat_run(k_relu_mask, g, dy, y, n); }
 void k_add_par(float *y, const float *a, const float *b, size_t n) { flat_run(k_add, y, a, b, n); }
 void k_gelu_par(float *y, const float *x, size_t n) { flat_run(gelu1, y, x, NULL, n); }

@@ -20,8 +20,6 @@ const (
 	slotT5             //
 	slotShortG         // backward: the projection's BatchNorm input gradient
 	slotShortDx        // backward: the projection's input gradient
-	slotSum            // forward: the residual branch's last BatchNorm output
-	slotShort          // forward: the projection's BatchNorm output
 )
 
 // get is slot's buffer of n floats, grown when smaller (its contents are
