@@ -2,15 +2,15 @@ package model
 
 // scratch is working memory the residual blocks of one model (and its
 // pipeline replicas, which share its Mode) share. A block's backward
-// buffers, and the outputs its forward uses only to sum the two
-// branches, are live only while that block runs, and the blocks run one
+// buffers are live only while that block runs, and the blocks run one
 // at a time, so one set as large as the largest block's serves them all.
+// (The forward needs none: BatchNorm2d.Join writes the block's output
+// without storing the branches'.)
 // Kept per block, ResNet-50's came to about 100 MB per sample, more than
 // the activations backward needs.
 type scratch struct{ bufs [][]float32 }
 
-// Scratch slots: a block's forward and its backward never run at once,
-// so their slots overlap.
+// Scratch slots, all of them backward's.
 const (
 	slotGrad    = iota // backward: the gradient of the branches' sum
 	slotT1             // backward: gradients inside the residual branch
