@@ -183,29 +183,41 @@ func TestDoctorSilentWorker(t *testing.T) {
 	}
 }
 
+// slowSteps records n steps from time t, each step long, of a 3-rank
+// job whose rank 2 enters each gradient allreduce late seconds after the
+// others, who wait for it; then a stop check on every rank.
+func (j *job) slowSteps(n int, t, late, step float64) float64 {
+	for range n {
+		for r := range 3 {
+			if r == 2 {
+				j.add(r, "world", "allreduce", All, 4<<20, t+late, t+late+0.05)
+			} else {
+				j.add(r, "world", "allreduce", All, 4<<20, t, t+late+0.05)
+			}
+			j.add(r, "world", "allreduce", All, 8, t+late+0.1, t+late+0.11)
+		}
+		t += step
+	}
+	return t
+}
+
+// sigusr2 diagnoses the job as dumped by SIGUSR2 on every rank at time t.
+func (j *job) sigusr2(t float64) Report {
+	for i := range j.ds {
+		j.ds[i].Time = int64(t * 1e9)
+		j.ds[i].Reason = "SIGUSR2"
+	}
+	return Diagnose(j.ds)
+}
+
 func TestDoctorSlowRank(t *testing.T) {
 	j := newJob(3, "world")
-	tm := 10.0
-	for range 8 {
-		for r := range 3 {
-			// Rank 2 spends 1.2 s more computing; the others wait for it.
-			if r == 2 {
-				j.add(r, "world", "allreduce", All, 4<<20, tm+1.2, tm+1.25)
-			} else {
-				j.add(r, "world", "allreduce", All, 4<<20, tm, tm+1.25)
-			}
-			j.add(r, "world", "allreduce", All, 8, tm+1.3, tm+1.31)
-		}
-		tm += 2
-	}
+	// Rank 2 spends 1.2 s more computing; the others wait for it.
+	tm := j.slowSteps(8, 10, 1.2, 2)
 	// Dumped (SIGUSR2) while the others were waiting for it again.
 	j.add(0, "world", "allreduce", All, 4<<20, tm, 0)
 	j.add(1, "world", "allreduce", All, 4<<20, tm, 0)
-	for i := range j.ds {
-		j.ds[i].Time = int64((tm + 0.5) * 1e9)
-		j.ds[i].Reason = "SIGUSR2"
-	}
-	rep := Diagnose(j.ds)
+	rep := j.sigusr2(tm + 0.5)
 	f := only(t, rep, "slow")
 	if len(rep.Findings) != 1 || f.Rank != 2 || !slices.Equal(f.Others, []int{0, 1}) || f.Waited < 1.15 || f.Waited > 1.25 {
 		t.Fatalf("finding %+v\n%s", f, strings.Join(rep.Lines(), "\n"))
@@ -220,24 +232,9 @@ func TestDoctorSlowRank(t *testing.T) {
 // Neither is stuck; the slow rank is still named.
 func TestDoctorSlowRankCaughtEarly(t *testing.T) {
 	j := newJob(3, "world")
-	tm := 10.0
-	for range 8 {
-		for r := range 3 {
-			if r == 2 {
-				j.add(r, "world", "allreduce", All, 4<<20, tm+0.7, tm+0.75)
-			} else {
-				j.add(r, "world", "allreduce", All, 4<<20, tm, tm+0.75)
-			}
-			j.add(r, "world", "allreduce", All, 8, tm+0.8, tm+0.81)
-		}
-		tm += 1
-	}
+	tm := j.slowSteps(8, 10, 0.7, 1)
 	j.add(1, "world", "allreduce", All, 4<<20, tm, 0)
-	for i := range j.ds {
-		j.ds[i].Time = int64((tm + 0.01) * 1e9)
-		j.ds[i].Reason = "SIGUSR2"
-	}
-	rep := Diagnose(j.ds)
+	rep := j.sigusr2(tm + 0.01)
 	f := only(t, rep, "slow")
 	if len(rep.Findings) != 1 || f.Rank != 2 || !slices.Equal(f.Others, []int{0, 1}) || f.Waited < 0.65 || f.Waited > 0.75 {
 		t.Fatalf("finding %+v\n%s", f, strings.Join(rep.Lines(), "\n"))

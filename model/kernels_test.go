@@ -49,46 +49,25 @@ func BenchmarkBNKernels(b *testing.B) {
 	}
 	m, v, a := make([]float32, c), make([]float32, c), make([]float32, c)
 	s := make([]float64, 2*c)
-	b.Run("sums", func(b *testing.B) {
-		for range b.N {
-			bnGradSums(x, dy, y, rows, c, m, m, v, true, s)
-		}
-		b.ReportMetric(float64(b.N*rows*c*12)/b.Elapsed().Seconds()/1e9, "GB/s")
-	})
-	b.Run("dx", func(b *testing.B) {
-		for range b.N {
-			bnDx(dx, dy, x, y, rows, c, m, a, v, m, true)
-		}
-		b.ReportMetric(float64(b.N*rows*c*16)/b.Elapsed().Seconds()/1e9, "GB/s")
-	})
-	b.Run("stats", func(b *testing.B) {
-		for range b.N {
-			bnStats(x, rows, c, s)
-		}
-		b.ReportMetric(float64(b.N*rows*c*4)/b.Elapsed().Seconds()/1e9, "GB/s")
-	})
-	b.Run("affine", func(b *testing.B) {
-		for range b.N {
-			affine(dx, x, m, v, a, rows, c, true)
-		}
-		b.ReportMetric(float64(b.N*rows*c*8)/b.Elapsed().Seconds()/1e9, "GB/s")
-	})
-	b.Run("join", func(b *testing.B) {
-		for range b.N {
-			join(dx, x, m, v, a, y, nil, nil, nil, rows, c)
-		}
-		b.ReportMetric(float64(b.N*rows*c*12)/b.Elapsed().Seconds()/1e9, "GB/s")
-	})
-	b.Run("mask", func(b *testing.B) {
-		for range b.N {
-			reluMask(dx, dy, y, rows*c)
-		}
-		b.ReportMetric(float64(b.N*rows*c*12)/b.Elapsed().Seconds()/1e9, "GB/s")
-	})
-	b.Run("copy", func(b *testing.B) {
-		for range b.N {
-			copy(dx, x)
-		}
-		b.ReportMetric(float64(b.N*rows*c*8)/b.Elapsed().Seconds()/1e9, "GB/s")
-	})
+	// bytes is what a pass reads and writes per value (4 per array).
+	for _, k := range []struct {
+		name  string
+		bytes int
+		pass  func()
+	}{
+		{"sums", 12, func() { bnGradSums(x, dy, y, rows, c, m, m, v, true, s) }},
+		{"dx", 16, func() { bnDx(dx, dy, x, y, rows, c, m, a, v, m, true) }},
+		{"stats", 4, func() { bnStats(x, rows, c, s) }},
+		{"affine", 8, func() { affine(dx, x, m, v, a, rows, c, true) }},
+		{"join", 12, func() { join(dx, x, m, v, a, y, nil, nil, nil, rows, c) }},
+		{"mask", 12, func() { reluMask(dx, dy, y, rows*c) }},
+		{"copy", 8, func() { copy(dx, x) }},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			for range b.N {
+				k.pass()
+			}
+			b.ReportMetric(float64(b.N*rows*c*k.bytes)/b.Elapsed().Seconds()/1e9, "GB/s")
+		})
+	}
 }
