@@ -91,7 +91,7 @@ func TestDoctorBehind(t *testing.T) {
 	}
 	rep := Diagnose(j.ds)
 	f := only(t, rep, "behind")
-	if f.Rank != 1 || !slices.Equal(f.Others, []int{0, 2, 3}) || f.Seq != 11 || f.Comm != "world" || f.Waited < 84 || f.Waited > 86 {
+	if f.Rank != 1 || !slices.Equal(f.Others, []int{0, 2, 3}) || f.Seq != 11 || f.Comm != "world" || !(f.Waited >= 84 && f.Waited <= 86) {
 		t.Errorf("finding %+v", f)
 	}
 	if len(rep.Findings) != 1 || !strings.Contains(f.Text, "rank 1 never entered it") {
@@ -219,7 +219,7 @@ func TestDoctorSlowRank(t *testing.T) {
 	j.add(1, "world", "allreduce", All, 4<<20, tm, 0)
 	rep := j.sigusr2(tm + 0.5)
 	f := only(t, rep, "slow")
-	if len(rep.Findings) != 1 || f.Rank != 2 || !slices.Equal(f.Others, []int{0, 1}) || f.Waited < 1.15 || f.Waited > 1.25 {
+	if len(rep.Findings) != 1 || f.Rank != 2 || !slices.Equal(f.Others, []int{0, 1}) || !(f.Waited >= 1.15 && f.Waited <= 1.25) {
 		t.Fatalf("finding %+v\n%s", f, strings.Join(rep.Lines(), "\n"))
 	}
 	if !strings.Contains(f.Text, "was last at 8") || !strings.Contains(f.Text, "When the dumps were taken") {
@@ -236,7 +236,7 @@ func TestDoctorSlowRankCaughtEarly(t *testing.T) {
 	j.add(1, "world", "allreduce", All, 4<<20, tm, 0)
 	rep := j.sigusr2(tm + 0.01)
 	f := only(t, rep, "slow")
-	if len(rep.Findings) != 1 || f.Rank != 2 || !slices.Equal(f.Others, []int{0, 1}) || f.Waited < 0.65 || f.Waited > 0.75 {
+	if len(rep.Findings) != 1 || f.Rank != 2 || !slices.Equal(f.Others, []int{0, 1}) || !(f.Waited >= 0.65 && f.Waited <= 0.75) {
 		t.Fatalf("finding %+v\n%s", f, strings.Join(rep.Lines(), "\n"))
 	}
 }
