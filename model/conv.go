@@ -81,6 +81,19 @@ func (c *Conv2D) wino() int {
 // tests and benchmarks set it).
 var winoTile = 0
 
+// winoProducts is the element-wise products per channel pair that F(m x
+// m)'s tiles take over an h x w image, from winograd.c's plan: (m+2)^2 a
+// tile, or fewer where a side ends in an F(2) tile (k_wino_plan).
+func winoProducts(h, w, m int) int {
+	var p C.struct_k_wino_plan
+	C.k_wino_plan(&p, C.size_t(h), C.size_t(w), C.int(m))
+	n := 0
+	for _, k := range p.c[:p.n] {
+		n += int(k.my+2) * int(k.mx+2) * int(k.ny*k.nx)
+	}
+	return n
+}
+
 // NewConv2D registers prefix.weight (outC, inC, k, k) and, with bias,
 // prefix.bias (outC).
 func NewConv2D(p *Params, prefix string, inC, inH, inW, outC, k, stride, pad int, bias bool) *Conv2D {

@@ -62,18 +62,34 @@ struct k_conv_shape {
 };
 
 // Winograd F(m x m, 3x3), m = 2 or 4 (winograd.c; k_wino_forward in par.c).
+// A plan cuts an image's h x w outputs into at most four classes, each a
+// grid of ny x nx tiles of my x mx outputs from output (y0, x0): with m =
+// 4, a side that 4 does not divide ends in one tile of 3 or 2 outputs
+// (F(3)'s or F(2)'s transforms along that side) instead of a padded 4.
+struct k_wino_class {
+	int my, mx;
+	size_t y0, ny, x0, nx;
+};
+struct k_wino_plan {
+	int n;
+	struct k_wino_class c[4];
+};
+void k_wino_plan(struct k_wino_plan *p, size_t h, size_t w, int m);
+size_t k_wino_points(const struct k_wino_plan *p);
 // WINO_BLOCK: k_wino_weights transforms the forward's kernels in blocks
 // of this many outputs and inputs.
 #define WINO_BLOCK 16
-void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, int m, size_t p0, size_t p1);
+void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, const struct k_wino_plan *p, size_t p0,
+                    size_t p1);
 void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
-                 float *work, int m);
-size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int m);
+                 float *work, const struct k_wino_plan *p);
+size_t k_wino_work_floats(size_t n, size_t w, size_t C, size_t O, const struct k_wino_plan *p);
 void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, int flip, float beta,
                     int m);
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
-                    float *work, int m);
-void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, int m, size_t p0, size_t p1);
+                    float *work, const struct k_wino_plan *p);
+void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, const struct k_wino_plan *p, size_t p0,
+                         size_t p1);
 void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x, int m);
 size_t k_conv_part(size_t n, size_t per_image);
 void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);

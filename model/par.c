@@ -484,7 +484,7 @@ struct conv {
 	float *y, *dx, *parts;
 	float beta;
 	size_t u;
-	int m; // Winograd's output tile
+	const struct k_wino_plan *plan; // Winograd's tiles
 };
 
 #define IMAGES(cv, i, b0, b1)                     \
@@ -534,9 +534,9 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 	size_t in = s->h * s->w * s->c, out = s->h * s->w * s->o;
 	for (size_t i = lo; i < hi; i++) {
 		IMAGES(cv, i, b0, b1);
-		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->h, s->w, s->c, s->o, cv->m));
+		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->w, s->c, s->o, cv->plan));
 		k_wino_conv(cv->y + b0 * out, cv->x + b0 * in, cv->w, b1 - b0, s->h, s->w, s->c, s->o, cv->beta != 0, work,
-		            cv->m);
+		            cv->plan);
 	}
 }
 
@@ -544,9 +544,10 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 // that leaves the part's products at least 128 tiles as rows, else
 // enough images for 128 (or the batch), for the products' efficiency
 // where an image has few tiles.
-static size_t wino_part(const struct k_conv_shape *s, int m) {
-	size_t tiles = ((s->h + m - 1) / m) * ((s->w + m - 1) / m);
-	size_t u = k_conv_part(s->n, k_wino_work_floats(1, s->h, s->w, s->c, s->o, m));
+static size_t wino_part(const struct k_conv_shape *s, const struct k_wino_plan *p) {
+	size_t tiles = 0;
+	for (int i = 0; i < p->n; i++) tiles += p->c[i].ny * p->c[i].nx;
+	size_t u = k_conv_part(s->n, k_wino_work_floats(1, s->w, s->c, s->o, p));
 	if (u * tiles < 128) u = (128 + tiles - 1) / tiles;
 	return u < s->n ? u : s->n;
 }
@@ -561,14 +562,15 @@ struct wk {
 	float *u, *dwt, *parts;
 	const float *wt;
 	size_t o, c, parts_n;
-	int flip, m;
+	int flip;
+	const struct k_wino_plan *plan;
 };
 
 static void t_wino_weights(void *p, size_t lo, size_t hi, int w) {
 	struct wk *k = p;
 	size_t p1 = hi * WINO_BLOCK < k->o ? hi * WINO_BLOCK : k->o;
 	(void)w;
-	k_wino_weights(k->u, k->wt, k->o, k->c, k->flip, k->m, lo * WINO_BLOCK, p1);
+	k_wino_weights(k->u, k->wt, k->o, k->c, k->flip, k->plan, lo * WINO_BLOCK, p1);
 }
 
 // t_wino_weights_grad adds the parts' dU (units of a*a x o x c) into the
@@ -576,7 +578,7 @@ static void t_wino_weights(void *p, size_t lo, size_t hi, int w) {
 static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 	struct wk *k = p;
 	size_t p0 = lo * WINO_BLOCK, p1 = hi * WINO_BLOCK < k->o ? hi * WINO_BLOCK : k->o;
-	size_t aa = (size_t)(k->m + 2) * (k->m + 2), OC = k->o * k->c, K = aa * OC;
+	size_t aa = k_wino_points(k->plan), OC = k->o * k->c, K = aa * OC;
 	(void)w;
 	for (size_t u = 1; u < k->parts_n; u++)
 		for (size_t j = 0; j < aa; j++) {
@@ -584,7 +586,7 @@ static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 			const float *q = d + u * K;
 			for (size_t i = 0; i < (p1 - p0) * k->c; i++) d[i] += q[i];
 		}
-	k_wino_weights_grad(k->dwt, k->parts, k->o, k->c, k->m, p0, p1);
+	k_wino_weights_grad(k->dwt, k->parts, k->o, k->c, k->plan, p0, p1);
 }
 
 // k_wino_forward: y (n, h, w, o) = x (n, h, w, c) convolved, 3x3 stride
@@ -596,17 +598,20 @@ static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 // layer, F(4x4)'s came to 150 MB in ResNet-50.
 void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, int flip, float beta,
                     int m) {
-	size_t n = (size_t)(m + 2) * (m + 2) * s->c * s->o;
+	struct k_wino_plan plan;
+	k_wino_plan(&plan, s->h, s->w, m);
+	size_t n = k_wino_points(&plan) * s->c * s->o;
 	if (ukern_cap < n) {
 		free(ukern);
 		ukern = malloc(n * sizeof(float));
 		if (!ukern) abort();
 		ukern_cap = n;
 	}
-	struct wk k = {.u = ukern, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .m = m};
+	struct wk k = {
+	    .u = ukern, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .plan = &plan};
 	run((k.o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights, &k);
-	struct conv cv = {.s = s, .x = x, .w = ukern, .y = y, .beta = beta, .m = m};
-	cv.u = wino_part(s, m);
+	struct conv cv = {.s = s, .x = x, .w = ukern, .y = y, .beta = beta, .plan = &plan};
+	cv.u = wino_part(s, &plan);
 	run((s->n + cv.u - 1) / cv.u, t_wino, &cv);
 }
 
@@ -616,9 +621,9 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 	size_t in = s->h * s->w * s->c, out = s->h * s->w * s->o;
 	for (size_t i = lo; i < hi; i++) {
 		IMAGES(cv, i, b0, b1);
-		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->h, s->w, s->c, s->o, cv->m));
-		k_wino_dw_part(cv->parts + i * (cv->m + 2) * (cv->m + 2) * s->c * s->o, cv->x + b0 * in, cv->dy + b0 * out,
-		               b1 - b0, s->h, s->w, s->c, s->o, work, cv->m);
+		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->w, s->c, s->o, cv->plan));
+		k_wino_dw_part(cv->parts + i * k_wino_points(cv->plan) * s->c * s->o, cv->x + b0 * in, cv->dy + b0 * out,
+		               b1 - b0, s->h, s->w, s->c, s->o, work, cv->plan);
 	}
 }
 
@@ -627,13 +632,15 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 // part's (m+2)^2 products, summed in part order, then brought back by
 // k_wino_weights_grad.
 void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x, int m) {
-	size_t K = (size_t)(m + 2) * (m + 2) * s->c * s->o;
-	struct conv cv = {.s = s, .x = x, .dy = dy, .m = m};
-	cv.u = wino_part(s, m);
+	struct k_wino_plan plan;
+	k_wino_plan(&plan, s->h, s->w, m);
+	size_t K = k_wino_points(&plan) * s->c * s->o;
+	struct conv cv = {.s = s, .x = x, .dy = dy, .plan = &plan};
+	cv.u = wino_part(s, &plan);
 	size_t units = (s->n + cv.u - 1) / cv.u;
 	cv.parts = partials(units * K * sizeof(float));
 	run(units, t_wino_dw, &cv);
-	struct wk k = {.dwt = dwt, .parts = cv.parts, .o = s->o, .c = s->c, .parts_n = units, .m = m};
+	struct wk k = {.dwt = dwt, .parts = cv.parts, .o = s->o, .c = s->c, .parts_n = units, .plan = &plan};
 	run((s->o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights_grad, &k);
 }
 

@@ -19,8 +19,15 @@
 // improving the accuracy of Winograd convolution for DNNs", suggest the
 // same kind of choice.
 //
+// A plan (below) cuts an image into classes of tiles of one shape each:
+// F(4x4)'s may end a side in tiles of F(2)'s outputs, so the 2-D
+// transforms take the tile's rows and columns separately (my x mx, F(my)
+// along the columns and F(mx) along the rows), and each class has its own
+// transformed kernels and its own (my+2)(mx+2) products.
+//
 // NHWC: a pixel's channels are contiguous, so every transform is a loop
 // over channels that the compiler vectorises.
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -130,194 +137,282 @@ INL void gt(int m, float *g, const float *u) {
 		(s)[4] = ((d)[0] + 0.25f * (d)[2]) - (0.5f * (d)[1] + 0.125f * (d)[3]), (s)[5] = (d)[3];             \
 	} while (0)
 
+// ---- the plan ----
+
+// runs cuts a side of L outputs into at most two runs of tiles, cnt[i]
+// tiles of ms[i] outputs. F(2x2)'s pad the side to a multiple of 2, and
+// so do F(4x4)'s, but where the side has three or more whole tiles and a
+// remainder of 1 or 2: there it ends in one tile of F(2)'s (half of it
+// padding for a remainder of 1). A side of 14 is 4+4+4+2, 22 transformed
+// values against 24 for four tiles of 4, so a 14x14 image takes 484
+// products per channel pair against 576: ResNet-20's 14x14 layers did
+// 1.31 times their work in padding, and F(4x4)'s forward and backward of
+// 64 images of 14x14x32 took 3.22 ms against 2.92 with the F(2) tiles
+// (one thread, minima of 12 interleaved runs). Each class of tiles costs
+// a transform of every kernel, which the few tiles of a small image do
+// not repay: 7x7 as 4+3 (F(3x3)'s tiles, 121 products against 144) ran
+// 3.00 ms against 2.87 padded, the same measure.
+static int runs(size_t L, int m, int ms[2], size_t cnt[2]) {
+	ms[0] = m;
+	if (m != 4 || L < 12 || L % 4 == 0 || L % 4 == 3) {
+		cnt[0] = (L + m - 1) / m;
+		return 1;
+	}
+	cnt[0] = L / 4;
+	ms[1] = 2;
+	cnt[1] = 1;
+	return 2;
+}
+
+void k_wino_plan(struct k_wino_plan *p, size_t h, size_t w, int m) {
+	int my[2], mx[2];
+	size_t ny[2], nx[2];
+	int ry = runs(h, m, my, ny), rx = runs(w, m, mx, nx);
+	p->n = 0;
+	for (int i = 0; i < ry; i++)
+		for (int j = 0; j < rx; j++)
+			p->c[p->n++] = (struct k_wino_class){.my = my[i],
+			                                     .mx = mx[j],
+			                                     .y0 = i ? ny[0] * (size_t)my[0] : 0,
+			                                     .ny = ny[i],
+			                                     .x0 = j ? nx[0] * (size_t)mx[0] : 0,
+			                                     .nx = nx[j]};
+}
+
+// aa is the transformed values of a class's tile, the products per
+// channel pair.
+static size_t aa(const struct k_wino_class *k) { return (size_t)(k->my + 2) * (size_t)(k->mx + 2); }
+
+// k_wino_points is the sum of the classes' aa: the kernels' transformed
+// values (U and dU hold that many rows of channel pairs, class by class).
+size_t k_wino_points(const struct k_wino_plan *p) {
+	size_t s = 0;
+	for (int i = 0; i < p->n; i++) s += aa(&p->c[i]);
+	return s;
+}
+
+// most is the largest class's tiles times aa, per image: the rows of
+// transformed values a part holds at once.
+static size_t most(const struct k_wino_plan *p) {
+	size_t s = 0;
+	for (int i = 0; i < p->n; i++) {
+		size_t v = aa(&p->c[i]) * p->c[i].ny * p->c[i].nx;
+		if (v > s) s = v;
+	}
+	return s;
+}
+
+// PAIRS lists the tile shapes (my, mx) that plans make.
+#define PAIRS(X) X(2, 2) X(4, 4) X(4, 2) X(2, 4)
+
 // ---- the kernel ----
 
-// kernel1 writes u[k * us], k < a*a, from the kernel g read at w[(i * 3 +
-// j) * ws], rotated by 180 degrees when flip: G g G^T.
-INL void kernel1(int m, float *u, size_t us, const float *w, size_t ws, int flip) {
-	size_t a = m + 2;
+// kernel1 writes u[k * us], k < ay*ax, from the kernel g read at w[(i * 3
+// + j) * ws], rotated by 180 degrees when flip: G_y g G_x^T.
+INL void kernel1(int my, int mx, float *u, size_t us, const float *w, size_t ws, int flip) {
+	size_t ay = my + 2, ax = mx + 2;
 	float t[AMAX][3];
 	UNROLL
 	for (size_t j = 0; j < 3; j++) {
 		float col[3], r[AMAX];
 		UNROLL
 		for (size_t i = 0; i < 3; i++) col[i] = flip ? w[((2 - i) * 3 + (2 - j)) * ws] : w[(i * 3 + j) * ws];
-		gk(m, r, col);
+		gk(my, r, col);
 		UNROLL
-		for (size_t i = 0; i < a; i++) t[i][j] = r[i];
+		for (size_t i = 0; i < ay; i++) t[i][j] = r[i];
 	}
 	UNROLL
-	for (size_t i = 0; i < a; i++) {
+	for (size_t i = 0; i < ay; i++) {
 		float r[AMAX];
-		gk(m, r, t[i]);
+		gk(mx, r, t[i]);
 		UNROLL
-		for (size_t j = 0; j < a; j++) u[(i * a + j) * us] = r[j];
+		for (size_t j = 0; j < ax; j++) u[(i * ax + j) * us] = r[j];
 	}
 }
 
-// weights sets U to G g G^T of every kernel g of wt (o, 3, 3, c): U is
-// (a*a, c, o) for the forward; when flip, for the input gradient (the
-// forward convolution of dy with the kernel rotated by 180 degrees, the
-// channels' roles swapped), it is the rotated kernels' (a*a, o, c). The
-// flipped loop reads wt and writes U along c. The forward's cannot do
-// both (a loop along o strides wt by 9c, which made this transform half
-// of a 7x7x512 layer's time on 8 images), so it transforms blocks of 16 x
-// 16 channel pairs along c into tmp and writes each block transposed.
-INL void weights(int m, float *U, const float *wt, size_t o, size_t c, int flip, size_t p0, size_t p1) {
-	size_t a = m + 2, OC = o * c;
+// weights sets U to G g G^T of every kernel g of wt (o, 3, 3, c) for
+// tiles of my x mx: U is (ay*ax, c, o) for the forward; when flip, for the
+// input gradient (the forward convolution of dy with the kernel rotated
+// by 180 degrees, the channels' roles swapped), it is the rotated
+// kernels' (ay*ax, o, c). The flipped loop reads wt and writes U along c,
+// vectorised over c. The forward's must write along o, where wt's
+// kernels lie 9c apart: it copies blocks of 16 x 16 channel pairs of the
+// 9 kernel positions into tin transposed (o along the rows), then
+// transforms them vectorised over o. (Transposing the transformed values
+// instead, ay*ax rows of the block where this transposes 9, made the
+// transform half of a 7x7x512 layer's time on 8 images.)
+INL void weights(int my, int mx, float *U, const float *wt, size_t o, size_t c, int flip, size_t p0, size_t p1) {
+	size_t OC = o * c;
 	if (flip) {
 		for (size_t p = p0; p < p1; p++)
 #pragma GCC ivdep
-			for (size_t b = 0; b < c; b++) kernel1(m, U + p * c + b, OC, wt + p * 9 * c + b, c, 1);
+			for (size_t b = 0; b < c; b++) kernel1(my, mx, U + p * c + b, OC, wt + p * 9 * c + b, c, 1);
 		return;
 	}
 	enum { B = WINO_BLOCK };
-	float tmp[AMAX * AMAX][B][B];
+	float tin[9][B][B];
 	for (; p0 < p1; p0 += B)
 		for (size_t b0 = 0; b0 < c; b0 += B) {
 			size_t np = p1 - p0 < B ? p1 - p0 : B, nb = c - b0 < B ? c - b0 : B;
 			for (size_t p = 0; p < np; p++)
+				for (size_t q = 0; q < 9; q++)
+					for (size_t b = 0; b < nb; b++) tin[q][b][p] = wt[(p0 + p) * 9 * c + q * c + b0 + b];
+			if (np == B)
+				for (size_t b = 0; b < nb; b++)
 #pragma GCC ivdep
-				for (size_t b = 0; b < nb; b++) kernel1(m, &tmp[0][p][b], B * B, wt + (p0 + p) * 9 * c + b0 + b, c, 0);
-			for (size_t k = 0; k < a * a; k++)
-				for (size_t b = 0; b < nb; b++) {
-					float *u = U + (k * c + b0 + b) * o + p0;
-					for (size_t p = 0; p < np; p++) u[p] = tmp[k][p][b];
-				}
+					for (size_t p = 0; p < B; p++)
+						kernel1(my, mx, U + (b0 + b) * o + p0 + p, OC, &tin[0][b][p], B * B, 0);
+			else
+				for (size_t b = 0; b < nb; b++)
+#pragma GCC ivdep
+					for (size_t p = 0; p < np; p++)
+						kernel1(my, mx, U + (b0 + b) * o + p0 + p, OC, &tin[0][b][p], B * B, 0);
 		}
 }
 
 // k_wino_weights transforms the kernels of outputs [p0, p1) (multiples of
-// WINO_BLOCK but for the last unless flip), so that threads can share
-// a layer's.
-VEC void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, int m, size_t p0, size_t p1) {
-	if (m == 2)
-		weights(2, U, wt, o, c, flip, p0, p1);
-	else
-		weights(4, U, wt, o, c, flip, p0, p1);
+// WINO_BLOCK but for the last unless flip), so that threads can share a
+// layer's, for each class of the plan in turn: U holds k_wino_points(p)
+// rows of c x o.
+VEC void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, const struct k_wino_plan *p,
+                        size_t p0, size_t p1) {
+	for (int i = 0; i < p->n; i++) {
+		const struct k_wino_class *k = &p->c[i];
+		switch (k->my * 10 + k->mx) {
+#define W(a, b)                                       \
+	case a##b:                                        \
+		weights(a, b, U, wt, o, c, flip, p0, p1);     \
+		break;
+			PAIRS(W)
+#undef W
+		default:
+			abort();
+		}
+		U += aa(k) * o * c;
+	}
 }
-
-// tiles is the count of m x m output tiles over n images of h x w.
-static size_t tiles(int m, size_t n, size_t h, size_t w) { return n * ((h + m - 1) / m) * ((w + m - 1) / m); }
 
 // ---- the forward ----
 
-// spread_ptrs writes V (T, a*a, C) for the T tiles of x (n, h, w, C),
-// through a table of pointers to each tile's pixels (zero, C zeros,
-// outside the image), for any channel count:
-// - grad 0, input: tile (ty, tx) is the a x a block at (m ty - 1, m tx -
-//   1), and V's a*a rows of a tile are B^T d B;
+// spread_ptrs writes V (T, ay*ax, C) for the T tiles of class k of x (n,
+// h, w, C), through a table of pointers to each tile's pixels (zero, C
+// zeros, outside the image), for any channel count:
+// - grad 0, input: tile (ty, tx) is the ay x ax block at (y0 + my ty - 1,
+//   x0 + mx tx - 1), and V's ay*ax rows of a tile are B_y^T d B_x;
 // - grad 1, dyt for the weight gradient (below): x is dy, the block is
-//   the tile's m x m outputs at (m ty, m tx), and its rows are A dY A^T.
+//   the tile's my x mx outputs at (y0 + my ty, x0 + mx tx), and its rows
+//   are A_y dY A_x^T.
 // A tile's rows are contiguous (the products read row k of every tile
-// with stride a*a*C): laid out (a*a, T, C), a tile's 36 stores went to
+// with stride ay*ax*C): laid out (ay*ax, T, C), a tile's 36 stores went to
 // rows a whole part apart, one L1 set, and F(4x4) at 14x14x32 took 1.66
 // ms against 1.21.
-INL void spread_ptrs(int m, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
-                     const float *zero) {
-	size_t a = m + 2, k = grad ? (size_t)m : a, th = (h + m - 1) / m, tw = (w + m - 1) / m;
+INL void spread_ptrs(int my, int mx, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
+                     const float *zero, const struct k_wino_class *k) {
+	size_t ay = my + 2, ax = mx + 2, ky = grad ? (size_t)my : ay, kx = grad ? (size_t)mx : ax;
 	long off = grad ? 0 : 1;
 	size_t t = 0;
 	for (size_t b = 0; b < n; b++)
-		for (size_t ty = 0; ty < th; ty++)
-			for (size_t tx = 0; tx < tw; tx++, t++) {
+		for (size_t ty = 0; ty < k->ny; ty++)
+			for (size_t tx = 0; tx < k->nx; tx++, t++) {
 				const float *p[AMAX][AMAX];
 				UNROLL
-				for (size_t i = 0; i < k; i++) {
-					long y = (long)(m * ty + i) - off;
+				for (size_t i = 0; i < ky; i++) {
+					long y = (long)(k->y0 + my * ty + i) - off;
 					UNROLL
-					for (size_t j = 0; j < k; j++) {
-						long xx = (long)(m * tx + j) - off;
+					for (size_t j = 0; j < kx; j++) {
+						long xx = (long)(k->x0 + mx * tx + j) - off;
 						p[i][j] = y < 0 || y >= (long)h || xx < 0 || xx >= (long)w
 						              ? zero
 						              : x + ((b * h + (size_t)y) * w + (size_t)xx) * C;
 					}
 				}
-				float *v = V + t * a * a * C;
+				float *v = V + t * ay * ax * C;
 #pragma GCC ivdep
 				for (size_t c = 0; c < C; c++) {
 					float d[AMAX][AMAX], r[AMAX][AMAX];
 					UNROLL
-					for (size_t j = 0; j < k; j++) {
+					for (size_t j = 0; j < kx; j++) {
 						float col[AMAX], s[AMAX];
 						UNROLL
-						for (size_t i = 0; i < k; i++) col[i] = p[i][j][c];
+						for (size_t i = 0; i < ky; i++) col[i] = p[i][j][c];
 						if (grad)
-							AD(m, s, col);
+							AD(my, s, col);
 						else
-							BT(m, s, col, -1.0f);
+							BT(my, s, col, -1.0f);
 						UNROLL
-						for (size_t i = 0; i < a; i++) d[i][j] = s[i];
+						for (size_t i = 0; i < ay; i++) d[i][j] = s[i];
 					}
 					UNROLL
-					for (size_t i = 0; i < a; i++) {
+					for (size_t i = 0; i < ay; i++) {
 						if (grad)
-							AD(m, r[i], d[i]);
+							AD(mx, r[i], d[i]);
 						else
-							BT(m, r[i], d[i], -1.0f);
+							BT(mx, r[i], d[i], -1.0f);
 						UNROLL
-						for (size_t j = 0; j < a; j++) v[(i * a + j) * C + c] = r[i][j];
+						for (size_t j = 0; j < ax; j++) v[(i * ax + j) * C + c] = r[i][j];
 					}
 				}
 			}
 }
 
-// tile_out sets Y to A^T s A for output channel o of the tile whose a*a
-// values are s[k * O + o].
-INL void tile_out(int m, float Y[AMAX][AMAX], const float *s, size_t O, size_t o) {
-	size_t a = m + 2;
+// tile_out sets Y to A_y^T s A_x for output channel o of the tile whose
+// ay*ax values are s[k * O + o].
+INL void tile_out(int my, int mx, float Y[AMAX][AMAX], const float *s, size_t O, size_t o) {
+	size_t ay = my + 2, ax = mx + 2;
 	float r[AMAX][AMAX];
 	UNROLL
-	for (size_t j = 0; j < a; j++) {
+	for (size_t j = 0; j < ax; j++) {
 		float col[AMAX], e[AMAX];
 		UNROLL
-		for (size_t i = 0; i < a; i++) col[i] = s[(i * a + j) * O + o];
-		AT(m, e, col, -1.0f);
+		for (size_t i = 0; i < ay; i++) col[i] = s[(i * ax + j) * O + o];
+		AT(my, e, col, -1.0f);
 		UNROLL
-		for (size_t i = 0; i < (size_t)m; i++) r[i][j] = e[i];
+		for (size_t i = 0; i < (size_t)my; i++) r[i][j] = e[i];
 	}
 	UNROLL
-	for (size_t i = 0; i < (size_t)m; i++) AT(m, Y[i], r[i], -1.0f);
+	for (size_t i = 0; i < (size_t)my; i++) AT(mx, Y[i], r[i], -1.0f);
 }
 
-// output writes y (n, h, w, O) (added to it when add) from M (T, a*a, O):
-// each tile's m x m outputs are A^T s A. Those outside the image go to
-// sink (O floats), so that border tiles take the same vectorised loop.
-INL void output(int m, float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink) {
-	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
+// output writes class k's outputs of y (n, h, w, O) (added to them when
+// add) from M (T, ay*ax, O): each tile's my x mx outputs are A_y^T s A_x.
+// Those outside the image go to sink (O floats), so that border tiles
+// take the same vectorised loop.
+INL void output(int my, int mx, float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink,
+                const struct k_wino_class *k) {
+	size_t a2 = (size_t)(my + 2) * (mx + 2);
 	size_t t = 0;
 	for (size_t b = 0; b < n; b++)
-		for (size_t ty = 0; ty < th; ty++)
-			for (size_t tx = 0; tx < tw; tx++, t++) {
+		for (size_t ty = 0; ty < k->ny; ty++)
+			for (size_t tx = 0; tx < k->nx; tx++, t++) {
 				float *q[AMAX][AMAX];
 				UNROLL
-				for (size_t i = 0; i < (size_t)m; i++)
+				for (size_t i = 0; i < (size_t)my; i++)
 					UNROLL
-					for (size_t j = 0; j < (size_t)m; j++) {
-						size_t yy = m * ty + i, xx = m * tx + j;
+					for (size_t j = 0; j < (size_t)mx; j++) {
+						size_t yy = k->y0 + my * ty + i, xx = k->x0 + mx * tx + j;
 						q[i][j] = yy < h && xx < w ? y + ((b * h + yy) * w + xx) * O : sink;
 					}
-				const float *s = M + t * a * a * O;
+				const float *s = M + t * a2 * O;
 				if (add) {
 #pragma GCC ivdep
 					for (size_t o = 0; o < O; o++) {
 						float Y[AMAX][AMAX];
-						tile_out(m, Y, s, O, o);
+						tile_out(my, mx, Y, s, O, o);
 						UNROLL
-						for (size_t i = 0; i < (size_t)m; i++)
+						for (size_t i = 0; i < (size_t)my; i++)
 							UNROLL
-							for (size_t j = 0; j < (size_t)m; j++) q[i][j][o] += Y[i][j];
+							for (size_t j = 0; j < (size_t)mx; j++) q[i][j][o] += Y[i][j];
 					}
 					continue;
 				}
 #pragma GCC ivdep
 				for (size_t o = 0; o < O; o++) {
 					float Y[AMAX][AMAX];
-					tile_out(m, Y, s, O, o);
+					tile_out(my, mx, Y, s, O, o);
 					UNROLL
-					for (size_t i = 0; i < (size_t)m; i++)
+					for (size_t i = 0; i < (size_t)my; i++)
 						UNROLL
-						for (size_t j = 0; j < (size_t)m; j++) q[i][j][o] = Y[i][j];
+						for (size_t j = 0; j < (size_t)mx; j++) q[i][j][o] = Y[i][j];
 				}
 			}
 }
@@ -348,52 +443,52 @@ typedef float vfu __attribute__((vector_size(64), aligned(4))); // for unaligned
 static volatile const float wino_neg1 = -1;
 
 // spread_rows is spread_ptrs for C a multiple of 16; zrow is w*C zeros.
-INL void spread_rows(int m, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
-                     const float *zrow) {
-	size_t a = m + 2, k = grad ? (size_t)m : a, th = (h + m - 1) / m, tw = (w + m - 1) / m;
+INL void spread_rows(int my, int mx, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
+                     const float *zrow, const struct k_wino_class *k) {
+	size_t ay = my + 2, ax = mx + 2, ky = grad ? (size_t)my : ay, kx = grad ? (size_t)mx : ax;
 	long off = grad ? 0 : 1;
 	float *v = V;
 	const vf neg = (vf){0} + wino_neg1;
 	for (size_t b = 0; b < n; b++)
-		for (size_t ty = 0; ty < th; ty++) {
+		for (size_t ty = 0; ty < k->ny; ty++) {
 			const float *row[AMAX];
 			UNROLL
-			for (size_t i = 0; i < k; i++) {
-				long y = (long)(m * ty + i) - off;
+			for (size_t i = 0; i < ky; i++) {
+				long y = (long)(k->y0 + my * ty + i) - off;
 				row[i] = y < 0 || y >= (long)h ? zrow : x + (b * h + (size_t)y) * w * C;
 			}
-			for (size_t tx = 0; tx < tw; tx++, v += a * a * C) {
+			for (size_t tx = 0; tx < k->nx; tx++, v += ay * ax * C) {
 				// columns x0 + j for j in [jl, jr) are inside the image
-				long x0 = (long)(m * tx) - off;
-				size_t jl = x0 < 0, jr = (long)w - x0 < (long)k ? (size_t)((long)w - x0) : k;
+				long x0 = (long)(k->x0 + mx * tx) - off;
+				size_t jl = x0 < 0, jr = (long)w - x0 < (long)kx ? (size_t)((long)w - x0) : kx;
 				for (size_t c = 0; c < C; c += 16) {
 					vf d[AMAX][AMAX];
 					UNROLL
-					for (size_t j = 0; j < k; j++) {
+					for (size_t j = 0; j < kx; j++) {
 						vf col[AMAX], r[AMAX];
 						if (j < jl || j >= jr) {
 							UNROLL
-							for (size_t i = 0; i < a; i++) d[i][j] = (vf){0};
+							for (size_t i = 0; i < ay; i++) d[i][j] = (vf){0};
 							continue;
 						}
 						UNROLL
-						for (size_t i = 0; i < k; i++) col[i] = LD(row[i] + (x0 + (long)j) * (long)C + c);
+						for (size_t i = 0; i < ky; i++) col[i] = LD(row[i] + (x0 + (long)j) * (long)C + c);
 						if (grad)
-							AD(m, r, col);
+							AD(my, r, col);
 						else
-							BT(m, r, col, neg);
+							BT(my, r, col, neg);
 						UNROLL
-						for (size_t i = 0; i < a; i++) d[i][j] = r[i];
+						for (size_t i = 0; i < ay; i++) d[i][j] = r[i];
 					}
 					UNROLL
-					for (size_t i = 0; i < a; i++) {
+					for (size_t i = 0; i < ay; i++) {
 						vf r[AMAX];
 						if (grad)
-							AD(m, r, d[i]);
+							AD(mx, r, d[i]);
 						else
-							BT(m, r, d[i], neg);
+							BT(mx, r, d[i], neg);
 						UNROLL
-						for (size_t j = 0; j < a; j++) ST(v + (i * a + j) * C + c, r[j]);
+						for (size_t j = 0; j < ax; j++) ST(v + (i * ax + j) * C + c, r[j]);
 					}
 				}
 			}
@@ -401,38 +496,39 @@ INL void spread_rows(int m, int grad, float *V, const float *x, size_t n, size_t
 }
 
 // output_rows is output for O a multiple of 16; srow is a sink of w*O.
-INL void output_rows(int m, int add, float *y, const float *M, size_t n, size_t h, size_t w, size_t O, float *srow) {
-	size_t a = m + 2, th = (h + m - 1) / m, tw = (w + m - 1) / m;
+INL void output_rows(int my, int mx, int add, float *y, const float *M, size_t n, size_t h, size_t w, size_t O,
+                     float *srow, const struct k_wino_class *k) {
+	size_t ay = my + 2, ax = mx + 2;
 	const float *s = M;
 	const vf neg = (vf){0} + wino_neg1;
 	for (size_t b = 0; b < n; b++)
-		for (size_t ty = 0; ty < th; ty++) {
+		for (size_t ty = 0; ty < k->ny; ty++) {
 			float *row[AMAX];
 			UNROLL
-			for (size_t i = 0; i < (size_t)m; i++) {
-				size_t yy = m * ty + i;
+			for (size_t i = 0; i < (size_t)my; i++) {
+				size_t yy = k->y0 + my * ty + i;
 				row[i] = yy >= h ? srow : y + (b * h + yy) * w * O;
 			}
-			for (size_t tx = 0; tx < tw; tx++, s += a * a * O) {
-				size_t x0 = m * tx, jr = w - x0 < (size_t)m ? w - x0 : (size_t)m;
+			for (size_t tx = 0; tx < k->nx; tx++, s += ay * ax * O) {
+				size_t x0 = k->x0 + mx * tx, jr = w - x0 < (size_t)mx ? w - x0 : (size_t)mx;
 				for (size_t o = 0; o < O; o += 16) {
 					vf r[AMAX][AMAX];
 					UNROLL
-					for (size_t j = 0; j < a; j++) {
+					for (size_t j = 0; j < ax; j++) {
 						vf col[AMAX], e[AMAX];
 						UNROLL
-						for (size_t i = 0; i < a; i++) col[i] = LD(s + (i * a + j) * O + o);
-						AT(m, e, col, neg);
+						for (size_t i = 0; i < ay; i++) col[i] = LD(s + (i * ax + j) * O + o);
+						AT(my, e, col, neg);
 						UNROLL
-						for (size_t i = 0; i < (size_t)m; i++) r[i][j] = e[i];
+						for (size_t i = 0; i < (size_t)my; i++) r[i][j] = e[i];
 					}
 					UNROLL
-					for (size_t i = 0; i < (size_t)m; i++) {
+					for (size_t i = 0; i < (size_t)my; i++) {
 						vf Y[AMAX];
-						AT(m, Y, r[i], neg);
+						AT(mx, Y, r[i], neg);
 						float *q = row[i] + x0 * O + o;
 						UNROLL
-						for (size_t j = 0; j < (size_t)m; j++) {
+						for (size_t j = 0; j < (size_t)mx; j++) {
 							if (j >= jr) break;
 							if (add)
 								ST(q + j * O, LD(q + j * O) + Y[j]);
@@ -473,72 +569,88 @@ INL void output_rows(int m, int add, float *y, const float *M, size_t n, size_t 
 		}                              \
 	} while (0)
 
-// The transforms by tile and channel count, each cloned for the CPU
+// The transforms by tile shape and channel count, each cloned for the CPU
 // (one function a variant: four in one clone ran the output transform
 // 1.7 times slower). zero and sink hold k_wino_work_floats' rows: w *
 // max(C, O) floats.
 #define CLONE(name, call, ...) \
 	VEC static void name(__VA_ARGS__) { call; }
-#define SPREAD_ARGS float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *z
-#define OUT_ARGS float *y, const float *M, size_t n, size_t h, size_t w, size_t O, float *s
-CLONE(in_rows2, BY_COUNT(C, spread_rows(2, 0, V, x, n, h, w, C_, z)), SPREAD_ARGS)
-CLONE(in_rows4, BY_COUNT(C, spread_rows(4, 0, V, x, n, h, w, C_, z)), SPREAD_ARGS)
-CLONE(dyt_rows2, BY_COUNT(C, spread_rows(2, 1, V, x, n, h, w, C_, z)), SPREAD_ARGS)
-CLONE(dyt_rows4, BY_COUNT(C, spread_rows(4, 1, V, x, n, h, w, C_, z)), SPREAD_ARGS)
-CLONE(in_ptrs2, spread_ptrs(2, 0, V, x, n, h, w, C, z), SPREAD_ARGS)
-CLONE(in_ptrs4, spread_ptrs(4, 0, V, x, n, h, w, C, z), SPREAD_ARGS)
-CLONE(dyt_ptrs2, spread_ptrs(2, 1, V, x, n, h, w, C, z), SPREAD_ARGS)
-CLONE(dyt_ptrs4, spread_ptrs(4, 1, V, x, n, h, w, C, z), SPREAD_ARGS)
-CLONE(out_rows2, BY_COUNT(O, output_rows(2, 0, y, M, n, h, w, O_, s)), OUT_ARGS)
-CLONE(out_rows4, BY_COUNT(O, output_rows(4, 0, y, M, n, h, w, O_, s)), OUT_ARGS)
-CLONE(out_rows2_add, BY_COUNT(O, output_rows(2, 1, y, M, n, h, w, O_, s)), OUT_ARGS)
-CLONE(out_rows4_add, BY_COUNT(O, output_rows(4, 1, y, M, n, h, w, O_, s)), OUT_ARGS)
-CLONE(out_ptrs2, output(2, y, M, n, h, w, O, add, s), OUT_ARGS, int add)
-CLONE(out_ptrs4, output(4, y, M, n, h, w, O, add, s), OUT_ARGS, int add)
+#define SPREAD_ARGS \
+	float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *z, const struct k_wino_class *k
+#define OUT_ARGS \
+	float *y, const float *M, size_t n, size_t h, size_t w, size_t O, float *s, const struct k_wino_class *k
+#define CLONES(a, b)                                                                                  \
+	CLONE(in_rows##a##b, BY_COUNT(C, spread_rows(a, b, 0, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)     \
+	CLONE(dyt_rows##a##b, BY_COUNT(C, spread_rows(a, b, 1, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)    \
+	CLONE(in_ptrs##a##b, spread_ptrs(a, b, 0, V, x, n, h, w, C, z, k), SPREAD_ARGS)                   \
+	CLONE(dyt_ptrs##a##b, spread_ptrs(a, b, 1, V, x, n, h, w, C, z, k), SPREAD_ARGS)                  \
+	CLONE(out_rows##a##b, BY_COUNT(O, output_rows(a, b, 0, y, M, n, h, w, O_, s, k)), OUT_ARGS)       \
+	CLONE(out_rows##a##b##_add, BY_COUNT(O, output_rows(a, b, 1, y, M, n, h, w, O_, s, k)), OUT_ARGS) \
+	CLONE(out_ptrs##a##b, output(a, b, y, M, n, h, w, O, add, s, k), OUT_ARGS, int add)
+PAIRS(CLONES)
 
-// spread is spread_ptrs or spread_rows: the input transform (grad 0) or
-// the output gradient's (grad 1).
-static void spread(int m, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
-                   const float *zero) {
-	if (C % 16 == 0 && grad)
-		(m == 2 ? dyt_rows2 : dyt_rows4)(V, x, n, h, w, C, zero);
-	else if (C % 16 == 0)
-		(m == 2 ? in_rows2 : in_rows4)(V, x, n, h, w, C, zero);
-	else if (grad)
-		(m == 2 ? dyt_ptrs2 : dyt_ptrs4)(V, x, n, h, w, C, zero);
-	else
-		(m == 2 ? in_ptrs2 : in_ptrs4)(V, x, n, h, w, C, zero);
+// spread is spread_ptrs or spread_rows for class k: the input transform
+// (grad 0) or the output gradient's (grad 1).
+static void spread(int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero,
+                   const struct k_wino_class *k) {
+	int rows = C % 16 == 0;
+	switch (k->my * 10 + k->mx) {
+#define S(a, b)                                                                                  \
+	case a##b:                                                                                   \
+		if (rows)                                                                                \
+			(grad ? dyt_rows##a##b : in_rows##a##b)(V, x, n, h, w, C, zero, k);                  \
+		else                                                                                     \
+			(grad ? dyt_ptrs##a##b : in_ptrs##a##b)(V, x, n, h, w, C, zero, k);                  \
+		return;
+		PAIRS(S)
+#undef S
+	}
+	abort();
 }
 
-// gather is output or output_rows.
-static void gather(int m, float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink) {
-	if (O % 16 == 0 && add)
-		(m == 2 ? out_rows2_add : out_rows4_add)(y, M, n, h, w, O, sink);
-	else if (O % 16 == 0)
-		(m == 2 ? out_rows2 : out_rows4)(y, M, n, h, w, O, sink);
-	else
-		(m == 2 ? out_ptrs2 : out_ptrs4)(y, M, n, h, w, O, sink, add);
+// gather is output or output_rows for class k.
+static void gather(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink,
+                   const struct k_wino_class *k) {
+	switch (k->my * 10 + k->mx) {
+#define G(a, b)                                                                       \
+	case a##b:                                                                        \
+		if (O % 16 == 0)                                                              \
+			(add ? out_rows##a##b##_add : out_rows##a##b)(y, M, n, h, w, O, sink, k); \
+		else                                                                          \
+			out_ptrs##a##b(y, M, n, h, w, O, sink, k, add);                           \
+		return;
+		PAIRS(G)
+#undef G
+	}
+	abort();
 }
 
 // k_wino_conv is one part of a convolution: y (n, h, w, O) = x (n, h, w,
-// C) convolved with U (a*a, C, O) from k_wino_weights, added to y when
-// add; work holds k_wino_work_floats(n, h, w, C, O, m) floats. (The
-// products stay NN: OpenBLAS has small-matrix kernels for these shapes
-// without packing for NN, and packs for NT, measured 1.35x slower at
-// 28x28x16.)
+// C) convolved with U (k_wino_points rows of C x O) from k_wino_weights,
+// added to y when add; work holds k_wino_work_floats(n, w, C, O, p)
+// floats. Class by class: each class's tiles are transformed, multiplied
+// and brought back before the next's, so a part holds one class's values
+// at a time. (The products stay NN: OpenBLAS has small-matrix kernels for
+// these shapes without packing for NN, and packs for NT, measured 1.35x
+// slower at 28x28x16.)
 void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
-                 float *work, int m) {
-	size_t T = tiles(m, n, h, w), aa = (m + 2) * (m + 2);
-	float *V = work, *M = V + aa * T * C, *zero = M + aa * T * O, *sink = zero + w * (C > O ? C : O);
+                 float *work, const struct k_wino_plan *p) {
+	size_t rows = most(p) * n;
+	float *V = work, *M = V + rows * C, *zero = M + rows * O, *sink = zero + w * (C > O ? C : O);
 	memset(zero, 0, w * C * sizeof(float));
-	spread(m, 0, V, x, n, h, w, C, zero);
-	for (size_t k = 0; k < aa; k++)
-		k_sgemm1(0, 0, T, O, C, 1, V + k * C, aa * C, U + k * C * O, O, 0, M + k * O, aa * O);
-	gather(m, y, M, n, h, w, O, add, sink);
+	for (int i = 0; i < p->n; i++) {
+		const struct k_wino_class *k = &p->c[i];
+		size_t T = n * k->ny * k->nx, a2 = aa(k);
+		spread(0, V, x, n, h, w, C, zero, k);
+		for (size_t j = 0; j < a2; j++)
+			k_sgemm1(0, 0, T, O, C, 1, V + j * C, a2 * C, U + j * C * O, O, 0, M + j * O, a2 * O);
+		gather(y, M, n, h, w, O, add, sink, k);
+		U += a2 * C * O;
+	}
 }
 
-size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int m) {
-	return (size_t)(m + 2) * (m + 2) * tiles(m, n, h, w) * (C + O) + 2 * w * (C > O ? C : O);
+size_t k_wino_work_floats(size_t n, size_t w, size_t C, size_t O, const struct k_wino_plan *p) {
+	return most(p) * n * (C + O) + 2 * w * (C > O ? C : O);
 }
 
 // ---- the weight gradient ----
@@ -546,26 +658,31 @@ size_t k_wino_work_floats(size_t n, size_t h, size_t w, size_t C, size_t O, int 
 // The forward is y = A^T (U . V) A per tile and channel pair, U = G g G^T,
 // so the kernel's gradient is G^T dU G with dU = sum over tiles of
 // (A dY A^T) . V: per transformed position k, the product dM_k^T V_k over
-// the tiles, a*a SGEMMs again.
+// the tiles, ay*ax SGEMMs again, for each class of tiles.
 
-// k_wino_dw_part sets dU (a*a, O, C) to one part's sum over its tiles of
-// dM_k^T V_k, for x (n, h, w, C) and dy (n, h, w, O); work holds
-// k_wino_work_floats(n, h, w, C, O, m) floats.
+// k_wino_dw_part sets dU (k_wino_points rows of O x C, class by class) to
+// one part's sum over its tiles of dM_k^T V_k, for x (n, h, w, C) and dy
+// (n, h, w, O); work holds k_wino_work_floats(n, w, C, O, p) floats.
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
-                    float *work, int m) {
-	size_t T = tiles(m, n, h, w), aa = (m + 2) * (m + 2);
-	float *V = work, *M = V + aa * T * C, *zero = M + aa * T * O;
+                    float *work, const struct k_wino_plan *p) {
+	size_t rows = most(p) * n;
+	float *V = work, *M = V + rows * C, *zero = M + rows * O;
 	memset(zero, 0, w * (C > O ? C : O) * sizeof(float));
-	spread(m, 0, V, x, n, h, w, C, zero);
-	spread(m, 1, M, dy, n, h, w, O, zero);
-	for (size_t k = 0; k < aa; k++)
-		k_sgemm1(1, 0, O, C, T, 1, M + k * O, aa * O, V + k * C, aa * C, 0, dU + k * C * O, C);
+	for (int i = 0; i < p->n; i++) {
+		const struct k_wino_class *k = &p->c[i];
+		size_t T = n * k->ny * k->nx, a2 = aa(k);
+		spread(0, V, x, n, h, w, C, zero, k);
+		spread(1, M, dy, n, h, w, O, zero, k);
+		for (size_t j = 0; j < a2; j++)
+			k_sgemm1(1, 0, O, C, T, 1, M + j * O, a2 * O, V + j * C, a2 * C, 0, dU + j * C * O, C);
+		dU += a2 * C * O;
+	}
 }
 
-// weights_grad sets outputs [p0, p1) of dwt (o, 3, 3, c) to G^T dU G of
-// dU (a*a, o, c).
-INL void weights_grad(int m, float *dwt, const float *dU, size_t o, size_t c, size_t p0, size_t p1) {
-	size_t a = m + 2, OC = o * c;
+// weights_grad sets outputs [p0, p1) of dwt (o, 3, 3, c) to G_y^T dU G_x
+// of dU (ay*ax, o, c), or adds it to them when add.
+INL void weights_grad(int my, int mx, float *dwt, const float *dU, size_t o, size_t c, size_t p0, size_t p1, int add) {
+	size_t ay = my + 2, ax = mx + 2, OC = o * c;
 	for (size_t p = p0; p < p1; p++) {
 		const float *du = dU + p * c;
 		float *d = dwt + p * 9 * c;
@@ -573,28 +690,46 @@ INL void weights_grad(int m, float *dwt, const float *dU, size_t o, size_t c, si
 		for (size_t b = 0; b < c; b++) {
 			float t[3][AMAX];
 			UNROLL
-			for (size_t j = 0; j < a; j++) {
+			for (size_t j = 0; j < ax; j++) {
 				float col[AMAX], g[3];
 				UNROLL
-				for (size_t i = 0; i < a; i++) col[i] = du[(i * a + j) * OC + b];
-				gt(m, g, col);
+				for (size_t i = 0; i < ay; i++) col[i] = du[(i * ax + j) * OC + b];
+				gt(my, g, col);
 				UNROLL
 				for (size_t i = 0; i < 3; i++) t[i][j] = g[i];
 			}
 			UNROLL
 			for (size_t i = 0; i < 3; i++) {
 				float g[3];
-				gt(m, g, t[i]);
+				gt(mx, g, t[i]);
 				UNROLL
-				for (size_t j = 0; j < 3; j++) d[(i * 3 + j) * c + b] = g[j];
+				for (size_t j = 0; j < 3; j++) {
+					if (add)
+						d[(i * 3 + j) * c + b] += g[j];
+					else
+						d[(i * 3 + j) * c + b] = g[j];
+				}
 			}
 		}
 	}
 }
 
-VEC void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, int m, size_t p0, size_t p1) {
-	if (m == 2)
-		weights_grad(2, dwt, dU, o, c, p0, p1);
-	else
-		weights_grad(4, dwt, dU, o, c, p0, p1);
+// k_wino_weights_grad sets outputs [p0, p1) of dwt to the sum over the
+// plan's classes, in order, of each one's G^T dU G.
+VEC void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, const struct k_wino_plan *p, size_t p0,
+                             size_t p1) {
+	for (int i = 0; i < p->n; i++) {
+		const struct k_wino_class *k = &p->c[i];
+		switch (k->my * 10 + k->mx) {
+#define D(a, b)                                                 \
+	case a##b:                                                  \
+		weights_grad(a, b, dwt, dU, o, c, p0, p1, i > 0);       \
+		break;
+			PAIRS(D)
+#undef D
+		default:
+			abort();
+		}
+		dU += aa(k) * o * c;
+	}
 }

@@ -82,7 +82,8 @@ func useMode(m int) {
 // pointer tables; the shapes give each transform (input, output, the
 // output gradient's) both, in the forward and the two gradients.
 var winoShapes = [][5]int{{1, 9, 9, 3, 8}, {2, 9, 8, 16, 21}, {2, 9, 7, 16, 16}, {3, 8, 8, 32, 37}, {2, 13, 10, 32, 48},
-	{2, 14, 14, 64, 69}, {1, 14, 14, 256, 261}, {1, 7, 7, 512, 517}, {1, 7, 7, 64, 512}}
+	{2, 14, 14, 64, 69}, {1, 14, 14, 256, 261}, {1, 7, 7, 512, 517}, {1, 7, 7, 64, 512}, {2, 14, 14, 32, 32},
+	{3, 14, 13, 16, 21}, {1, 13, 18, 5, 16}}
 
 // TestWinogradForward: Winograd's F(2x2) and F(4x4) against the float64
 // definition, on odd and even sizes (tiles cut by the border), one image
@@ -218,6 +219,22 @@ func normals(rng *rand.Rand, n int) []float32 {
 	return v
 }
 
+// TestWinogradPlan: the products per channel pair F(m x m) takes over an
+// image, counted by hand: F(4x4)'s tiles of 6 x 6 along sides that 4
+// divides (28: 7 tiles, 42 values a side), sides of 3 or more whole tiles
+// and a remainder of 1 or 2 ending in an F(2) tile of 4 values (14 and 13:
+// 6+6+6+4 = 22), others padded to whole tiles of 4 (7: 12; 10: 18; 18:
+// 4 whole tiles and 2, 6*4+4 = 28); F(2x2)'s 4 values per 2 outputs.
+func TestWinogradPlan(t *testing.T) {
+	for _, c := range [][4]int{{28, 28, 4, 42 * 42}, {14, 14, 4, 22 * 22}, {13, 13, 4, 22 * 22}, {7, 7, 4, 12 * 12},
+		{10, 10, 4, 18 * 18}, {14, 28, 4, 22 * 42}, {13, 18, 4, 22 * 28}, {56, 56, 4, 84 * 84}, {14, 14, 2, 28 * 28},
+		{7, 7, 2, 16 * 16}} {
+		if got := winoProducts(c[0], c[1], c[2]); got != c[3] {
+			t.Errorf("%dx%d, F(%dx%d): %d products per channel pair, want %d", c[0], c[1], c[2], c[2], got, c[3])
+		}
+	}
+}
+
 // TestWinogradSplit: an image's output and input gradient through
 // Winograd are the same bits however the batch around it is cut (the
 // whole batch in one call, or two halves), which is what lets ranks with
@@ -227,7 +244,7 @@ func normals(rng *rand.Rand, n int) []float32 {
 func TestWinogradSplit(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
-	for _, sh := range [][5]int{{2, 24, 16, 3, 16}, {4, 24, 16, 16, 16}, {4, 24, 8, 32, 32}, {4, 24, 4, 64, 64}, {4, 6, 28, 16, 16}, {4, 8, 7, 64, 64}} {
+	for _, sh := range [][5]int{{2, 24, 16, 3, 16}, {4, 24, 16, 16, 16}, {4, 24, 8, 32, 32}, {4, 24, 4, 64, 64}, {4, 6, 28, 16, 16}, {4, 8, 7, 64, 64}, {4, 8, 14, 32, 32}} {
 		m, n, h, c, o := sh[0], sh[1], sh[2], sh[3], sh[4]
 		useMode(m)
 		p := &Params{}
