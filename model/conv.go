@@ -82,11 +82,12 @@ func (c *Conv2D) wino() int {
 var winoTile = 0
 
 // winoProducts is the element-wise products per channel pair that F(m x
-// m)'s tiles take over an h x w image, from winograd.c's plan: (m+2)^2 a
-// tile, or fewer where a side ends in an F(2) tile (k_wino_plan).
-func winoProducts(h, w, m int) int {
+// m)'s tiles take over an h x w image of c channels in and o out, from
+// winograd.c's plan: (m+2)^2 a tile, or fewer where a side ends in an
+// F(2) tile (k_wino_plan).
+func winoProducts(h, w, c, o, m int) int {
 	var p C.struct_k_wino_plan
-	C.k_wino_plan(&p, C.size_t(h), C.size_t(w), C.int(m))
+	C.k_wino_plan(&p, C.size_t(h), C.size_t(w), C.size_t(c), C.size_t(o), C.int(m))
 	n := 0
 	for _, k := range p.c[:p.n] {
 		n += int(k.my+2) * int(k.mx+2) * int(k.ny*k.nx)

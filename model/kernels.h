@@ -64,8 +64,8 @@ struct k_conv_shape {
 // Winograd F(m x m, 3x3), m = 2 or 4 (winograd.c; k_wino_forward in par.c).
 // A plan cuts an image's h x w outputs into at most four classes, each a
 // grid of ny x nx tiles of my x mx outputs from output (y0, x0): with m =
-// 4, a side that 4 does not divide ends in one tile of 3 or 2 outputs
-// (F(3)'s or F(2)'s transforms along that side) instead of a padded 4.
+// 4 and up to 32 channels, a side may end in a tile of F(2)'s outputs
+// instead of a padded 4 (winograd.c's runs).
 struct k_wino_class {
 	int my, mx;
 	size_t y0, ny, x0, nx;
@@ -74,7 +74,7 @@ struct k_wino_plan {
 	int n;
 	struct k_wino_class c[4];
 };
-void k_wino_plan(struct k_wino_plan *p, size_t h, size_t w, int m);
+void k_wino_plan(struct k_wino_plan *p, size_t h, size_t w, size_t c, size_t o, int m);
 size_t k_wino_points(const struct k_wino_plan *p);
 // WINO_BLOCK: k_wino_weights transforms the forward's kernels in blocks
 // of this many outputs and inputs.

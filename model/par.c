@@ -599,7 +599,7 @@ static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, int flip, float beta,
                     int m) {
 	struct k_wino_plan plan;
-	k_wino_plan(&plan, s->h, s->w, m);
+	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
 	size_t n = k_wino_points(&plan) * s->c * s->o;
 	if (ukern_cap < n) {
 		free(ukern);
@@ -633,7 +633,7 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 // k_wino_weights_grad.
 void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x, int m) {
 	struct k_wino_plan plan;
-	k_wino_plan(&plan, s->h, s->w, m);
+	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
 	size_t K = k_wino_points(&plan) * s->c * s->o;
 	struct conv cv = {.s = s, .x = x, .dy = dy, .plan = &plan};
 	cv.u = wino_part(s, &plan);

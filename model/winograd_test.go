@@ -224,13 +224,17 @@ func normals(rng *rand.Rand, n int) []float32 {
 // divides (28: 7 tiles, 42 values a side), sides of 3 or more whole tiles
 // and a remainder of 1 or 2 ending in an F(2) tile of 4 values (14 and 13:
 // 6+6+6+4 = 22), others padded to whole tiles of 4 (7: 12; 10: 18; 18:
-// 4 whole tiles and 2, 6*4+4 = 28); F(2x2)'s 4 values per 2 outputs.
+// 4 whole tiles and 2, 6*4+4 = 28); F(2x2)'s 4 values per 2 outputs. The
+// F(2) tiles only up to 32 channels in and out: 14x14 at 33 or 64 is
+// padded (24 a side).
 func TestWinogradPlan(t *testing.T) {
-	for _, c := range [][4]int{{28, 28, 4, 42 * 42}, {14, 14, 4, 22 * 22}, {13, 13, 4, 22 * 22}, {7, 7, 4, 12 * 12},
-		{10, 10, 4, 18 * 18}, {14, 28, 4, 22 * 42}, {13, 18, 4, 22 * 28}, {56, 56, 4, 84 * 84}, {14, 14, 2, 28 * 28},
-		{7, 7, 2, 16 * 16}} {
-		if got := winoProducts(c[0], c[1], c[2]); got != c[3] {
-			t.Errorf("%dx%d, F(%dx%d): %d products per channel pair, want %d", c[0], c[1], c[2], c[2], got, c[3])
+	for _, c := range [][6]int{{28, 28, 16, 16, 4, 42 * 42}, {14, 14, 32, 32, 4, 22 * 22}, {13, 13, 3, 8, 4, 22 * 22},
+		{7, 7, 16, 16, 4, 12 * 12}, {10, 10, 16, 16, 4, 18 * 18}, {14, 28, 16, 32, 4, 22 * 42},
+		{13, 18, 5, 16, 4, 22 * 28}, {56, 56, 16, 16, 4, 84 * 84}, {14, 14, 16, 16, 2, 28 * 28}, {7, 7, 16, 16, 2, 16 * 16},
+		{14, 14, 32, 33, 4, 24 * 24}, {14, 14, 64, 64, 4, 24 * 24}, {14, 14, 33, 16, 4, 24 * 24}} {
+		h, w, ci, co, m := c[0], c[1], c[2], c[3], c[4]
+		if got := winoProducts(h, w, ci, co, m); got != c[5] {
+			t.Errorf("%dx%d, %d to %d channels, F(%dx%d): %d products per channel pair, want %d", h, w, ci, co, m, m, got, c[5])
 		}
 	}
 }
