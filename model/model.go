@@ -90,6 +90,7 @@ type Model struct {
 	acts         [][]float32 // acts[i] is layer i's input; acts[len] the logits
 	grads        [][]float32 // gradients of acts, same shapes (two buffers in turn: ensure)
 	batch        int
+	sched        yielder // sched.go
 }
 
 // Build constructs the network cfg describes, with zero parameters (call
@@ -373,6 +374,7 @@ func (m *Model) Forward(x []float32, n int) []float32 {
 	m.ensure(n)
 	m.acts[0] = x[:n*m.Layers[0].InSize()]
 	for i, l := range m.Layers {
+		m.sched.yield()
 		if m.Gather != nil {
 			m.Gather(i, false)
 		}
@@ -427,6 +429,7 @@ func (m *Model) Backward(n int) {
 		if i > 0 || !m.part.first() {
 			dx = m.grads[i]
 		}
+		m.sched.yield()
 		if m.Gather != nil {
 			m.Gather(i, true)
 		}

@@ -22,12 +22,13 @@ var threads atomic.Int32
 func init() { threads.Store(1) }
 
 // SetThreads sizes the pool to n threads (the caller's and n-1 workers)
-// and returns the size it got; it raises GOMAXPROCS to n if lower.
+// and returns the size it got; it raises GOMAXPROCS to that plus sparePs
+// if lower (sched.go: why).
 func SetThreads(n int) int {
 	got := int(C.k_set_threads(C.int(max(n, 1))))
 	threads.Store(int32(got))
-	if runtime.GOMAXPROCS(0) < got {
-		runtime.GOMAXPROCS(got)
+	if runtime.GOMAXPROCS(0) < got+sparePs {
+		runtime.GOMAXPROCS(got + sparePs)
 	}
 	return got
 }
