@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Compares `train bench step` of two builds side by side, interleaved
 # (A B A B ...: the machine is shared and noisy, so a figure from another
-# run is no baseline), and prints every run and each build's median.
+# run is no baseline), and prints every run, each build's median, and the
+# median of the rounds' own ratios (a round's two runs share a stretch of
+# the machine's load, so their ratio moves less than either run).
 #
 #   scripts/bench/ab-step.sh OLD NEW ROUNDS NP [bench step options...]
 #   scripts/bench/ab-step.sh .dev/base/train ./train 5 2 --model resnet --depth 20
@@ -17,6 +19,7 @@ mpi=(mpirun -np "$np" --oversubscribe)
 [[ $np -eq 1 ]] && mpi+=(--bind-to none)
 export TRAIN_METRICS_ADDR=
 declare -A sps ms rss
+ratios=""
 for i in $(seq 1 "$rounds"); do
 	for which in old new; do
 		bin=$old
@@ -29,11 +32,14 @@ for i in $(seq 1 "$rounds"); do
 		sps[$which]+="$s "
 		ms[$which]+="$m "
 		rss[$which]+="$r "
+		[[ $which == old ]] && s_old=$s
 	done
+	ratios+="$(awk -v a="$s" -v b="$s_old" 'BEGIN{printf "%.4f", a/b}') "
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 o=$(median <<<"${sps[old]}")
 n=$(median <<<"${sps[new]}")
 echo "median samples/s: old $o, new $n, new/old $(awk -v a="$n" -v b="$o" 'BEGIN{printf "%.3f", a/b}')"
+echo "median of the rounds' new/old: $(median <<<"$ratios") ($(awk '{n=0; for (i=1;i<=NF;i++) n+=($i>1); print n}' <<<"$ratios") of $rounds rounds faster)"
 echo "median ms/step: old $(median <<<"${ms[old]}"), new $(median <<<"${ms[new]}")"
 echo "median peak RSS per rank (MiB): old $(median <<<"${rss[old]}"), new $(median <<<"${rss[new]}")"
