@@ -46,3 +46,7 @@ func useBLAS() {
 		blasIn = p
 	}
 }
+
+// buffersMisaligned is how many of the pool's buffers do not start on a
+// cache line (par.c's lines: why they must).
+func buffersMisaligned() int { return int(C.k_buffers_misaligned()) }

@@ -19,3 +19,25 @@ func TestSetThreadsSpares(t *testing.T) {
 		}
 	}
 }
+
+// TestBuffersAligned: after a Winograd convolution's forward and
+// backward on two threads, every buffer of the pool starts on a cache
+// line. glibc's malloc put them 16 bytes past one, where each vector
+// store straddled two lines and the two threads' units shared lines
+// (ResNet-20 ran 3 to 4% slower).
+func TestBuffersAligned(t *testing.T) {
+	defer SetThreads(1)
+	SetThreads(2)
+	defer UseWinograd(winograd)
+	UseWinograd(true)
+	p := &Params{}
+	c := NewConv2D(p, "c", 16, 28, 28, 32, 3, 1, 1, false)
+	p.Alloc()
+	const n = 8
+	x, y := make([]float32, n*c.InSize()), make([]float32, n*c.OutSize())
+	c.Forward(y, x, n)
+	c.Backward(make([]float32, n*c.InSize()), y, x, nil, n)
+	if bad := buffersMisaligned(); bad != 0 {
+		t.Errorf("%d of the pool's buffers do not start on a 64-byte line", bad)
+	}
+}
