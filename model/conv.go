@@ -77,6 +77,16 @@ func (c *Conv2D) wino() int {
 	return 2
 }
 
+// few reports whether this convolution runs directly (conv_few.c): a
+// 3x3 stride-1 padding-1 layer of 1 to 3 input channels and a multiple
+// of 16 out, a stem, where Winograd's products would have 1 to 3 as
+// their inner dimension. Under --conv winograd only (the tests that set
+// winoTile hold such layers to Winograd's path); its input gradient
+// stays Winograd's.
+func (c *Conv2D) few() bool {
+	return winograd && winoTile == 0 && c.k == 3 && c.stride == 1 && c.pad == 1 && c.inC <= 3 && c.outC%16 == 0
+}
+
 // winoTile, when not 0, is the m every Winograd convolution uses (the
 // tests and benchmarks set it).
 var winoTile = 0
@@ -179,6 +189,10 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 		return
 	}
 	useBLAS()
+	if c.few() {
+		C.k_few_forward(c.shape(n), f32(y), f32(x), f32(c.wt), C.float(beta))
+		return
+	}
 	if m := c.wino(); m != 0 {
 		C.k_wino_forward(c.shape(n), f32(y), f32(x), f32(c.wt), 0, C.float(beta), C.int(m))
 		return
@@ -198,7 +212,9 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 	}
 	useBLAS()
 	s := c.shape(n)
-	if m := c.wino(); m != 0 {
+	if c.few() {
+		C.k_few_dw(s, f32(c.dwt), f32(dy), f32(x))
+	} else if m := c.wino(); m != 0 {
 		C.k_wino_dw(s, f32(c.dwt), f32(dy), f32(x), C.int(m))
 	} else {
 		C.k_conv_dw(s, f32(c.dwt), f32(dy), f32(x))

@@ -96,3 +96,10 @@ size_t k_conv_part(size_t n, size_t per_image);
 void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);
 void k_conv_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x);
 void k_conv_dx(const struct k_conv_shape *s, float *dx, const float *dy, const float *wt, const float *wflip);
+// 3x3 stride-1 padding-1 convolutions of 1 to 3 input channels and a
+// multiple of 16 out, directly (conv_few.c; the passes in par.c).
+void k_few_forward_part(float *y, const float *x, const float *wt, size_t n, size_t h, size_t w, size_t C, size_t O,
+                        int add);
+void k_few_dw_part(float *dwt, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O);
+void k_few_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);
+void k_few_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x);

@@ -661,6 +661,54 @@ void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const 
 	run((s->o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights_grad, &k);
 }
 
+// ---- 3x3 convolutions of 1 to 3 input channels, directly (conv_few.c) ----
+
+static void t_few_fwd(void *p, size_t lo, size_t hi, int w) {
+	struct conv *cv = p;
+	const struct k_conv_shape *s = cv->s;
+	size_t in = s->h * s->w * s->c, out = s->h * s->w * s->o;
+	(void)w;
+	for (size_t i = lo; i < hi; i++) {
+		IMAGES(cv, i, b0, b1);
+		k_few_forward_part(cv->y + b0 * out, cv->x + b0 * in, cv->w, b1 - b0, s->h, s->w, s->c, s->o, cv->beta != 0);
+	}
+}
+
+// k_few_forward: y (n, h, w, o) = x (n, h, w, c) convolved with wt (o, 3,
+// 3, c), stride 1 and padding 1, added to y when beta is 1; c is 1 to 3
+// and o a multiple of 16.
+void k_few_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta) {
+	struct conv cv = {.s = s, .x = x, .w = wt, .y = y, .beta = beta};
+	cv.u = k_conv_part(s->n, s->h * s->w * (s->c + s->o));
+	run((s->n + cv.u - 1) / cv.u, t_few_fwd, &cv);
+}
+
+static void t_few_dw(void *p, size_t lo, size_t hi, int w) {
+	struct conv *cv = p;
+	const struct k_conv_shape *s = cv->s;
+	size_t in = s->h * s->w * s->c, out = s->h * s->w * s->o;
+	(void)w;
+	for (size_t i = lo; i < hi; i++) {
+		IMAGES(cv, i, b0, b1);
+		k_few_dw_part(cv->parts + i * 9 * s->c * s->o, cv->x + b0 * in, cv->dy + b0 * out, b1 - b0, s->h, s->w, s->c,
+		              s->o);
+	}
+}
+
+// k_few_dw sets dwt (o, 3, 3, c) to k_few_forward's weight gradient: each
+// part's sums, then their sum in part order.
+void k_few_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x) {
+	size_t K = 9 * s->c * s->o;
+	struct conv cv = {.s = s, .x = x, .dy = dy};
+	cv.u = k_conv_part(s->n, s->h * s->w * (s->c + s->o));
+	size_t units = (s->n + cv.u - 1) / cv.u;
+	cv.parts = partials(units * K * sizeof(float));
+	run(units, t_few_dw, &cv);
+	memcpy(dwt, cv.parts, K * sizeof(float));
+	for (size_t u = 1; u < units; u++)
+		for (size_t j = 0; j < K; j++) dwt[j] += cv.parts[u * K + j];
+}
+
 static void t_conv_dw(void *p, size_t lo, size_t hi, int w) {
 	struct conv *cv = p;
 	const struct k_conv_shape *s = cv->s;

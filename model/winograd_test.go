@@ -278,3 +278,46 @@ func TestWinogradSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestConvFew: 3x3 stride-1 layers of 1 to 3 input channels and a
+// multiple of 16 out (a stem) run directly under --conv winograd
+// (conv_few.c), and their output and gradients match the float64
+// definitions as closely as im2col's; the input gradient, still
+// Winograd's F(4x4), within its bound. Several images, so that the
+// weight gradient sums several parts; sides that are odd, even and too
+// small for an interior.
+func TestConvFew(t *testing.T) {
+	defer func() { winoTile = 0 }()
+	defer UseWinograd(winograd)
+	UseWinograd(true)
+	winoTile = 0
+	for _, sh := range [][5]int{{5, 28, 28, 1, 16}, {3, 9, 7, 3, 32}, {2, 5, 6, 2, 16}, {1, 2, 3, 1, 48}} {
+		n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4]
+		p := &Params{}
+		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
+		p.Alloc()
+		if !conv.few() {
+			t.Fatalf("%v: not run directly", sh)
+		}
+		rng := rand.New(rand.NewPCG(uint64(h), 7))
+		conv.init(rng)
+		x, dy := normals(rng, n*h*w*c), normals(rng, n*h*w*o)
+		y, dx := make([]float32, n*h*w*o), make([]float32, n*h*w*c)
+		conv.Forward(y, x, n)
+		clear(p.Grad)
+		conv.Backward(dx, dy, x, y, n)
+		wantDx, wantDw := directGrads(x, conv.W.Of(p.Data), dy, n, h, w, c, o)
+		ey, ew := maxRelErr(y, directConv(x, conv.W.Of(p.Data), n, h, w, c, o, 3, 1, 1)), maxRelErr(conv.W.Of(p.Grad), wantDw)
+		ex := maxRelErr(dx, wantDx)
+		t.Logf("%v: max error / max |.|: y %.2g, dw %.2g, dx %.2g", sh, ey, ew, ex)
+		if !(ey < tolerance[0]) || !(ew < tolerance[0]) || !(ex < tolerance[conv.wino()]) {
+			t.Errorf("%v: errors y %.3g, dw %.3g (want below %g), dx %.3g (want below %g)", sh, ey, ew, tolerance[0], ex, tolerance[conv.wino()])
+		}
+	}
+	for _, sh := range [][2]int{{4, 16}, {1, 24}} {
+		p := &Params{}
+		if NewConv2D(p, "c", sh[0], 8, 8, sh[1], 3, 1, 1, false).few() {
+			t.Errorf("%d to %d channels: run directly, want Winograd", sh[0], sh[1])
+		}
+	}
+}
