@@ -2,9 +2,9 @@
 # train against PyTorch (Debian's python3-torch) on this machine's CPU, for
 # ResNet-20, the MLP and the GPT, at np=1 with T threads and at np=T with
 # one thread per rank, side by side and interleaved (train, PyTorch,
-# train, PyTorch, ...: the machine is shared and noisy, so a figure from
-# another run is no baseline). Prints every run, each side's median and
-# peak RSS per rank, and the ratio of the medians.
+# PyTorch with jemalloc, train, ...: the machine is shared and noisy, so a
+# figure from another run is no baseline). Prints every run, each side's
+# median and peak RSS per rank, and the ratios of the medians.
 #
 #   scripts/bench/cpu-vs-torch.sh ROUNDS GPT_DATA [T]
 #   scripts/bench/cpu-vs-torch.sh 5 data/kjv        # T: this machine's cores
@@ -16,6 +16,26 @@
 # BatchNorm per rank on both sides (PyTorch DDP's default; train
 # --bn local). The GPT: scripts/bench/gpt-vs-torch.sh's configuration
 # (6 layers, 6 heads, width 384, context 256, 4 windows per rank, AdamW).
+#
+# OpenBLAS picks its kernels from the CPU unless OPENBLAS_CORETYPE names
+# them, and both sides use it (train for every product, PyTorch for its
+# linear layers; its convolutions are oneDNN's, which ignores it): the
+# header prints the variable and the CPU, and the script passes the
+# environment unchanged to both. `env -u OPENBLAS_CORETYPE` in front runs
+# both as a machine without the variable would.
+#
+# PyTorch runs twice a round: as installed (glibc's malloc), and with
+# jemalloc preloaded and never handing pages back (PyTorch's CPU tuning
+# guide recommends jemalloc or tcmalloc). PyTorch frees and reallocates
+# its large tensors every step, and glibc hands large blocks back to the
+# kernel as they are freed, so every step faults them in again: a page
+# fault costs about 14 us a 4 KiB page on this project's VM, 50 times a
+# bare machine's. train keeps its buffers. The ratio that counts is
+# against the faster of the two.
+#
+# A run that exits non-zero (PyTorch's gloo sometimes aborts at exit with
+# "terminate called without an active exception") is run once more, and
+# the retry is printed.
 set -euo pipefail
 rounds=${1:?usage: cpu-vs-torch.sh ROUNDS GPT_DATA [T]}
 data=${2:?}
@@ -23,8 +43,22 @@ T=${3:-$(nproc)}
 here=$(dirname "$(realpath "$0")")
 train=${TRAIN_BIN:-$here/../../train}
 export TRAIN_METRICS_ADDR=
+jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 jconf=dirty_decay_ms:-1,muzzy_decay_ms:-1
+[[ -e $jemalloc ]] || { echo "cpu-vs-torch.sh: $jemalloc is missing: apt-get install libjemalloc2" >&2; exit 1; }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 json() { python3 -c "import json,sys; print('%.1f' % json.loads(sys.stdin.read())['$1'])"; }
+
+# twice CMD...: CMD's output; if CMD failed, says so on stderr and prints
+# the output of a second try instead.
+twice() {
+	local o
+	if o=$("$@"); then
+		printf '%s\n' "$o"
+		return
+	fi
+	echo "(retry: $* exited non-zero)" >&2
+	"$@"
+}
 
 # run NAME NP THREADS TRAIN_ARGS -- TORCH_ARGS
 run() {
@@ -40,24 +74,29 @@ run() {
 	[[ $np -eq 1 ]] && mpi+=(--bind-to none)
 	local unit=samples/s key=samples_per_s
 	[[ ${pargs[0]} == *torch_gpt.py ]] && unit=tokens/s key=tokens_per_s
-	local tt="" pt="" tr="" pr=""
+	local tt="" pt="" jt="" tr="" pr="" jr=""
 	echo "## $name: np $np, $threads thread(s) per rank"
 	for i in $(seq 1 "$rounds"); do
-		out=$("${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads")
+		out=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads")
 		t=$(awk -v u="$unit" '$1==u{print $2}' <<<"$out")
 		r=$(awk '/^peak RSS per rank/{print $5}' <<<"$out")
-		out=$("${mpi[@]}" /usr/bin/python3 "${pargs[@]}" --threads "$threads")
+		out=$(twice "${mpi[@]}" /usr/bin/python3 "${pargs[@]}" --threads "$threads")
 		p=$(json "$key" <<<"$out")
 		q=$(json peak_rss_mib <<<"$out")
-		echo "round $i: train $t $unit (peak RSS $r MiB), PyTorch $p $unit (peak RSS $q MiB)"
-		tt+="$t " pt+="$p " tr+="$r " pr+="$q "
+		out=$(twice "${mpi[@]}" env LD_PRELOAD="$jemalloc" MALLOC_CONF="$jconf" /usr/bin/python3 "${pargs[@]}" --threads "$threads")
+		j=$(json "$key" <<<"$out")
+		k=$(json peak_rss_mib <<<"$out")
+		echo "round $i: train $t $unit (peak RSS $r MiB), PyTorch $p $unit (peak RSS $q MiB), PyTorch+jemalloc $j $unit (peak RSS $k MiB)"
+		tt+="$t " pt+="$p " jt+="$j " tr+="$r " pr+="$q " jr+="$k "
 	done
 	a=$(median <<<"$tt")
 	b=$(median <<<"$pt")
-	echo "median $unit: train $a, PyTorch $b, train/PyTorch $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", a/b}'); median peak RSS per rank (MiB): train $(median <<<"$tr"), PyTorch $(median <<<"$pr")"
+	c=$(median <<<"$jt")
+	echo "median $unit: train $a, PyTorch $b, PyTorch+jemalloc $c; train/PyTorch $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", a/b}'), train/(PyTorch+jemalloc) $(awk -v a="$a" -v b="$c" 'BEGIN{printf "%.2f", a/b}'); median peak RSS per rank (MiB): train $(median <<<"$tr"), PyTorch $(median <<<"$pr"), PyTorch+jemalloc $(median <<<"$jr")"
 }
 
 echo "# $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $rounds rounds, T=$T; PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+echo "# CPU: $(awk -F': ' '/^model name/{m=$2} /^cpu family/{f=$2} /^model\t/{n=$2} END{print m", family "f" model "n}' /proc/cpuinfo); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}"
 resnet=(--model resnet --depth 20 --batch-size 64 --steps 20 --warmup 3)
 mlp=(--model mlp --hidden 256 --batch-size 64 --steps 200 --warmup 20)
 gpt=(--layers 6 --heads 6 --dim 384 --context 256 --batch-size 4)
@@ -80,8 +119,8 @@ scale() {
 	local one="" many=""
 	echo "## $name: np 1, 1 thread against $T threads"
 	for i in $(seq 1 "$rounds"); do
-		a=$("${mpi[@]}" "$train" bench step "$@" --threads 1 | awk -v u="$unit" '$1==u{print $2}')
-		b=$("${mpi[@]}" "$train" bench step "$@" --threads "$T" | awk -v u="$unit" '$1==u{print $2}')
+		a=$(twice "${mpi[@]}" "$train" bench step "$@" --threads 1 | awk -v u="$unit" '$1==u{print $2}')
+		b=$(twice "${mpi[@]}" "$train" bench step "$@" --threads "$T" | awk -v u="$unit" '$1==u{print $2}')
 		echo "round $i: 1 thread $a $unit, $T threads $b $unit"
 		one+="$a " many+="$b "
 	done
