@@ -486,7 +486,11 @@ func (s *Session) loadBLAS() string {
 	if err != nil {
 		return fmt.Sprintf("blas: none, plain C loops (%v), %d thread(s) per rank%s", err, threads, conv)
 	}
-	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank%s", info.Core, threads, conv)
+	core := info.Core
+	if n := info.Narrowed(); n != "" {
+		core += " (" + n + ")"
+	}
+	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank%s", core, threads, conv)
 }
 
 // observeBucket tells the hooks that watch buckets of one reduced (from
