@@ -36,6 +36,7 @@ void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *id
 int k_set_threads(int n);
 void k_set_sgemm(void *f);
 int k_buffers_misaligned(void);
+int k_pool_check(int passes, int units, unsigned seed);
 void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
               const float *b, size_t ldb, float beta, float *c, size_t ldc);
 void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,

@@ -50,3 +50,9 @@ func useBLAS() {
 // buffersMisaligned is how many of the pool's buffers do not start on a
 // cache line (par.c's lines: why they must).
 func buffersMisaligned() int { return int(C.k_buffers_misaligned()) }
+
+// poolCheck runs passes empty passes of up to units units on the pool and
+// returns how many units did not run exactly once (par.c's k_pool_check).
+func poolCheck(passes, units int, seed uint32) int {
+	return int(C.k_pool_check(C.int(passes), C.int(units), C.uint(seed)))
+}

@@ -3,6 +3,7 @@ package model
 import (
 	"runtime"
 	"testing"
+	"time"
 )
 
 // TestSetThreadsSpares: SetThreads leaves sparePs beyond the pool, so
@@ -39,5 +40,23 @@ func TestBuffersAligned(t *testing.T) {
 	c.Backward(make([]float32, n*c.InSize()), y, x, nil, n)
 	if bad := buffersMisaligned(); bad != 0 {
 		t.Errorf("%d of the pool's buffers do not start on a 64-byte line", bad)
+	}
+}
+
+// TestPoolWakeups runs 3,000 passes on a pool of 3 threads with pauses of
+// 0 to 300 us between them, so that each pass finds the workers spinning,
+// on their way to sleep or asleep: every unit must run exactly once, and
+// a wake-up lost (a worker asleep through its pass, or the caller asleep
+// after the last unit) hangs the pass, which fails the test after a
+// minute instead of the suite's timeout.
+func TestPoolWakeups(t *testing.T) {
+	defer SetThreads(1)
+	if got := SetThreads(3); got != 3 {
+		t.Fatalf("SetThreads(3) gave %d threads", got)
+	}
+	hang := time.AfterFunc(time.Minute, func() { panic("TestPoolWakeups: a pass hung for a minute: a wake-up was lost") })
+	defer hang.Stop()
+	if bad := poolCheck(3000, 7, 1); bad != 0 {
+		t.Errorf("%d units did not run exactly once", bad)
 	}
 }
