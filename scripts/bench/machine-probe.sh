@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# What this machine charges for the things a training step does besides
+# arithmetic, measured in C so that no runtime of ours is in the way:
+#
+# - SGEMM (one thread) on each OpenBLAS kernel set this CPU can run, and on
+#   the one OpenBLAS picks itself, at 1024^3 and at a Winograd product's
+#   196x16x16: OPENBLAS_CORETYPE decides which kernels run;
+# - a page fault: the first touch of each 4 KiB page of a fresh 256 MiB
+#   mapping, and the same with MADV_HUGEPAGE (what a process pays when its
+#   allocator hands memory back to the kernel and takes it again);
+# - a system call: FUTEX_WAKE with no waiter, in a loop;
+# - a thread wake-up: two threads passing a token through futexes, on one
+#   core and on two (a round trip is two wake-ups).
+#
+#   scripts/bench/machine-probe.sh
+#
+# Needs gcc and libopenblas-dev (scripts/setup.sh installs both).
+set -euo pipefail
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+cat >"$dir/probe.c" <<'EOF'
+#define _GNU_SOURCE
+#include <cblas.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+// best of 5 runs of at least 0.3 s each, in GFLOP/s
+static double sgemm(int m, int n, int k) {
+	float *a = malloc(4L * m * k), *b = malloc(4L * k * n), *c = malloc(4L * m * n);
+	for (long i = 0; i < (long)m * k; i++) a[i] = 1e-3f * (i % 7);
+	for (long i = 0; i < (long)k * n; i++) b[i] = 1e-3f * (i % 5);
+	double best = 1e9;
+	for (int r = 0; r < 6; r++) {
+		double t = now();
+		int it = 0;
+		do {
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1, a, k, b, n, 0, c, n);
+			it++;
+		} while (now() - t < 0.3);
+		double d = (now() - t) / it;
+		if (r > 0 && d < best) best = d;
+	}
+	free(a), free(b), free(c);
+	return 2.0 * m * n * k / best / 1e9;
+}
+
+static void faults(int huge) {
+	size_t n = 256 << 20;
+	double best = 1e9;
+	for (int r = 0; r < 5; r++) {
+		char *p = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) abort();
+		if (huge) madvise(p, n, MADV_HUGEPAGE);
+		double t = now();
+		for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+		double d = now() - t;
+		if (d < best) best = d;
+		munmap(p, n);
+	}
+	printf("first touch of a 256 MiB mapping%s: %.3f us a 4 KiB page (best of 5)\n",
+	       huge ? ", MADV_HUGEPAGE" : "", best * 1e6 / (n / 4096));
+}
+
+static _Atomic unsigned tok;
+static int rounds = 20000;
+static void fwait(unsigned v) { syscall(SYS_futex, &tok, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0); }
+static void fwake(void) { syscall(SYS_futex, &tok, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0); }
+static void pin(int cpu) {
+	cpu_set_t s;
+	CPU_ZERO(&s);
+	CPU_SET(cpu, &s);
+	sched_setaffinity(0, sizeof s, &s);
+}
+// the partner waits for odd values and answers with the next even one
+static void *partner(void *arg) {
+	pin((int)(long)arg);
+	for (int i = 0; i < rounds; i++) {
+		unsigned v;
+		while (((v = atomic_load(&tok)) & 1) == 0) fwait(v);
+		atomic_store(&tok, v + 1);
+		fwake();
+	}
+	return NULL;
+}
+static void pingpong(int cpu0, int cpu1) {
+	atomic_store(&tok, 0);
+	pthread_t t;
+	pthread_create(&t, NULL, partner, (void *)(long)cpu1);
+	pin(cpu0);
+	usleep(10000);
+	double t0 = now();
+	for (int i = 0; i < rounds; i++) {
+		unsigned v = atomic_load(&tok) + 1;
+		atomic_store(&tok, v);
+		fwake();
+		while ((atomic_load(&tok) & 1) == 1) fwait(v);
+	}
+	double d = now() - t0;
+	pthread_join(t, NULL);
+	printf("futex hand-off, threads on cores %d and %d: %.1f us a wake-up (%d round trips)\n", cpu0, cpu1,
+	       d * 1e6 / (2 * rounds), rounds);
+}
+
+int main(int argc, char **argv) {
+	if (argc > 1 && !strcmp(argv[1], "sgemm")) {
+		printf("OpenBLAS %-10s SGEMM, one thread: 1024^3 %.1f GFLOP/s, 196x16x16 %.1f GFLOP/s\n",
+		       openblas_get_corename(), sgemm(1024, 1024, 1024), sgemm(196, 16, 16));
+		return 0;
+	}
+	faults(0);
+	faults(1);
+	unsigned a = 0;
+	int n = 200000;
+	double t = now();
+	for (int i = 0; i < n; i++) syscall(SYS_futex, &a, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+	printf("system call (FUTEX_WAKE, no waiter): %.2f us\n", (now() - t) / n * 1e6);
+	pingpong(0, 0);
+	if (sysconf(_SC_NPROCESSORS_ONLN) > 1) pingpong(0, 1);
+	return 0;
+}
+EOF
+gcc -O2 -o "$dir/probe" "$dir/probe.c" -lopenblas -lpthread
+echo "# $(awk -F': ' '/^model name/{m=$2} /^cpu family/{f=$2} /^model\t/{n=$2} END{print m", family "f" model "n}' /proc/cpuinfo), $(nproc) cores; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}"
+export OPENBLAS_NUM_THREADS=1
+for core in Haswell SkylakeX Cooperlake; do
+	flags=$(grep -m1 '^flags' /proc/cpuinfo)
+	[[ $core != Haswell && $flags != *avx512f* ]] && continue
+	[[ $core == Cooperlake && $flags != *avx512_bf16* ]] && continue
+	OPENBLAS_CORETYPE=$core "$dir/probe" sgemm
+done
+env -u OPENBLAS_CORETYPE "$dir/probe" sgemm | sed 's/^OpenBLAS/OpenBLAS (its own choice)/'
+"$dir/probe"
