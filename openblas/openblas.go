@@ -49,8 +49,9 @@ type Info struct {
 // OpenBLAS to kernels without AVX-512 on a CPU that has it (and the OS
 // saves its registers), or "". Left alone, OpenBLAS picks its AVX-512
 // kernels on such CPUs; a shell that exports OPENBLAS_CORETYPE=Haswell
-// (this project's own machines did) halves SGEMM on a Zen 5 core: 101
-// against 160 GFLOP/s at 1024^3, 45 against 103 at 196x16x16, one thread.
+// (this project's own machines did) nearly halves SGEMM on a Zen 5 core:
+// 103 to 107 against 162 to 200 GFLOP/s at 1024^3, 68 against 110 to 140
+// at 196x16x16, one thread (scripts/bench/machine-probe.sh).
 func (i Info) Narrowed() string {
 	return narrowed(i.Forced, i.Core, cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512VL)
 }

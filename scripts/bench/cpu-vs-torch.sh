@@ -32,8 +32,8 @@
 # guide recommends jemalloc or tcmalloc). PyTorch frees and reallocates
 # its large tensors every step, and glibc hands large blocks back to the
 # kernel as they are freed, so every step faults them in again: a page
-# fault costs about 14 us a 4 KiB page on this project's VM, 50 times a
-# bare machine's. train keeps its buffers. The ratio that counts is
+# fault costs 10 to 14 us a 4 KiB page on this project's VM, 50 times a
+# bare machine's (machine-probe.sh). train keeps its buffers. The ratio that counts is
 # against the faster of the two.
 #
 # A run that exits non-zero (PyTorch's gloo sometimes aborts at exit with
