@@ -47,8 +47,9 @@ type Info struct {
 
 // Narrowed is a sentence for the job's log when OPENBLAS_CORETYPE holds
 // OpenBLAS to kernels without AVX-512 on a CPU that has it (and the OS
-// saves its registers), or "". Left alone, OpenBLAS picks its AVX-512
-// kernels on such CPUs; a shell that exports OPENBLAS_CORETYPE=Haswell
+// saves its registers), or "". Left alone, Debian's OpenBLAS picks its
+// AVX-512 kernels on this project's Zen 5 machine (and on Intel's AVX-512
+// parts, by its own table); a shell that exports OPENBLAS_CORETYPE=Haswell
 // (this project's own machines did) nearly halves SGEMM on a Zen 5 core:
 // 103 to 107 against 162 to 200 GFLOP/s at 1024^3, 68 against 110 to 140
 // at 196x16x16, one thread (scripts/bench/machine-probe.sh).
