@@ -87,9 +87,10 @@ static int nthreads = 1, created = 0;
 static _Atomic unsigned gen, left;
 // Sleepers on gen (workers) and on left (the caller): a pass makes its
 // futex wake-up calls only when someone sleeps. A system call costs 1 to
-// 1.5 us on this project's VM (a FUTEX_WAKE with no waiter, timed in a loop), and
-// a pass made two, for nothing whenever the threads were still spinning
-// (ResNet-20 at one rank of 2 threads: 1.026x, 5 of 6 paired rounds).
+// 1.5 us on this project's VM (a FUTEX_WAKE with no waiter, timed in a
+// loop), and a pass made two, for nothing whenever the threads were still
+// spinning (ResNet-20 at one rank of 2 threads: 1.026x, 5 of 6 paired
+// rounds).
 // The counts and the values they guard are seq_cst: a thread that counts
 // itself and then finds no change sleeps, and the other side, having
 // changed the value, then sees the count and wakes it (or the futex

@@ -33,8 +33,8 @@
 # its large tensors every step, and glibc hands large blocks back to the
 # kernel as they are freed, so every step faults them in again: a page
 # fault costs 10 to 14 us a 4 KiB page on this project's VM, 50 times a
-# bare machine's (machine-probe.sh). train keeps its buffers. The ratio that counts is
-# against the faster of the two.
+# bare machine's (machine-probe.sh). train keeps its buffers. The ratio
+# that counts is against the faster of the two.
 #
 # A run that exits non-zero (PyTorch's gloo sometimes aborts at exit with
 # "terminate called without an active exception") is run once more, and
