@@ -446,7 +446,29 @@ void k_bn_grad_sums_par(const float *x, const float *dy, const float *y, size_t 
 	sum_parts(&e, rows, C, s, t_bn_grad_sums);
 }
 
-// ---- SGEMM across the threads: blocks of rows of C, or of columns ----
+// ---- SGEMM across the threads: blocks of rows of C ----
+
+// k_sgemm cuts a product only into blocks of rows of C whose edges fall
+// on multiples of GEMM_BLOCK, each block big enough to take the path
+// through OpenBLAS that the whole product takes, so that every element
+// comes out with the bits of one whole cblas_sgemm call at any thread
+// count. Debian's OpenBLAS 0.3.21 computes an element otherwise once a
+// product is cut elsewhere (TestSgemmThreadsSameBits keeps both rules):
+//   - Its Haswell kernels (which Zen 1 to 3 run too): blocks of 16, 32 or
+//     64 rows, or columns cut anywhere, changed 3% to 30% of the elements
+//     of a 1024x1152x384 product. Rows are the columns of OpenBLAS's
+//     column-major call, which its driver (driver/level3/level3.c) hands
+//     the kernel 12 at a time (3 * SGEMM_DEFAULT_UNROLL_N; 24 for
+//     AVX-512), and the kernel computes a panel of 12 (m8n12) otherwise
+//     than its narrower tails. Rows cut on multiples of 12 changed none.
+//   - Its AVX-512 kernels (SkylakeX, Cooperlake) give a product of
+//     m*n*k at most 1e6 to a "small matrix" kernel (the permit of
+//     SMALL_MATRIX_OPT): a block below that line, where the whole was
+//     above it, changed 9 to 292 elements. (Its sgemm_direct, for
+//     untransposed products under 28*512*512 with beta 0, gave the bits
+//     of the usual path in 6 shapes, so it needs no line of its own.)
+#define GEMM_BLOCK 48
+#define BLAS_SMALL 1e6
 
 struct gemm {
 	int ta, tb;
@@ -454,40 +476,40 @@ struct gemm {
 	float alpha, beta;
 	const float *a, *b;
 	float *c;
+	size_t rows, parts; // rows a part; the last takes the rest of m
 };
-
-#define GEMM_BLOCK 16
 
 static void t_gemm_rows(void *p, size_t lo, size_t hi, int w) {
 	struct gemm *g = p;
-	size_t r0 = lo * GEMM_BLOCK, r1 = hi * GEMM_BLOCK < g->m ? hi * GEMM_BLOCK : g->m;
+	size_t r0 = lo * g->rows, r1 = hi == g->parts ? g->m : hi * g->rows;
 	(void)w;
 	k_sgemm1(g->ta, g->tb, r1 - r0, g->n, g->k, g->alpha, g->a + (g->ta ? r0 : r0 * g->lda), g->lda, g->b, g->ldb,
 	         g->beta, g->c + r0 * g->ldc, g->ldc);
 }
 
-static void t_gemm_cols(void *p, size_t lo, size_t hi, int w) {
-	struct gemm *g = p;
-	size_t c0 = lo * GEMM_BLOCK, c1 = hi * GEMM_BLOCK < g->n ? hi * GEMM_BLOCK : g->n;
-	(void)w;
-	k_sgemm1(g->ta, g->tb, g->m, c1 - c0, g->k, g->alpha, g->a, g->lda, g->b + (g->tb ? c0 * g->ldb : c0), g->ldb,
-	         g->beta, g->c + c0, g->ldc);
-}
-
 // k_sgemm is k_sgemm1 cut across the threads when big enough (2 MFLOP):
-// each element of C stays one thread's dot product over all of k, so the
-// result does not depend on the thread count.
+// each element of C stays one call's dot product over all of k, with
+// the same bits (above).
 void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
              size_t ldb, float beta, float *c, size_t ldc) {
-	if (nthreads <= 1 || (double)m * n * k < (1 << 21)) {
+	double mnk = (double)m * n * k;
+	if (nthreads <= 1 || mnk < (1 << 21)) {
 		k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
 	}
-	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c};
-	// Two chunks a thread, not one block: each call packs the other
-	// operand again.
-	size_t units = ((m >= n ? m : n) + GEMM_BLOCK - 1) / GEMM_BLOCK, chunk = (units + 2 * nthreads - 1) / (2 * nthreads);
-	run_chunks(units, chunk, m >= n ? t_gemm_rows : t_gemm_cols, &g);
+	// fewest: the units of rows a block needs to stay off the small-matrix
+	// kernel, as the whole product (over 2^21) does.
+	size_t units = m / GEMM_BLOCK, fewest = (size_t)(BLAS_SMALL / ((double)GEMM_BLOCK * n * k)) + 1;
+	// Two parts a thread, not one block: each call packs B again.
+	size_t chunk = (units + 2 * nthreads - 1) / (2 * nthreads);
+	if (chunk < fewest) chunk = fewest;
+	size_t parts = chunk ? units / chunk : 0;
+	if (parts < 2) {
+		k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+		return;
+	}
+	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, chunk * GEMM_BLOCK, parts};
+	run(parts, t_gemm_rows, &g);
 }
 
 // ---- convolution: parts of the batch, each im2col + SGEMM in cache ----

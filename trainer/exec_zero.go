@@ -20,10 +20,13 @@ import (
 // of the flat buffers, S = ceil(Ψ/N) (the last shards shorter: padding is
 // never stored), and holds the optimizer's state for it alone.
 //
-//   - Stage 1: each gradient bucket is reduce-scattered (the ring's first
-//     half) so that each rank ends with the mean of its own shard; the rank
-//     updates its shard; the ring's second half all-gathers the
-//     parameters. Two halves of one ring: the traffic of an allreduce.
+//   - Stage 1: each gradient bucket is reduce-scattered so that each rank
+//     ends with the mean of its own shard, with the bits the allreduce
+//     would give it (mpi.RingReduceScatterFloat32: the ring's first half,
+//     and from 3 ranks on a move of the complete pieces to their owners);
+//     the rank updates its shard; the ring's second half all-gathers the
+//     parameters. The traffic of an allreduce, and at most 1/N of the
+//     gradient more from 3 ranks on.
 //   - Stage 2: the same, and a bucket's pages outside the own shard are
 //     handed back to the kernel (MADV_DONTNEED) once it is reduced, so the
 //     gradient held is the shard and the buckets in flight; a freed page

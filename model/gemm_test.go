@@ -1,0 +1,148 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/cpu"
+
+	"train/internal/near"
+	"train/openblas"
+)
+
+// TestSgemmThreadsSameBits: sgemm cut across 2, 3 and 5 threads gives
+// every element the bits it has at one thread, under each OpenBLAS kernel
+// set this CPU runs: the one OpenBLAS picks, and Haswell's (AVX2), whose
+// results change where a product is cut (par.c's GEMM_BLOCK). Each set
+// runs in a child process, since OPENBLAS_CORETYPE is read once, when
+// the library loads. The shapes are taller than wide and wider than
+// tall, with edges off every block, in the four transpositions, with
+// beta 0 and 1, on both sides of OpenBLAS's size lines; the
+// one-thread result is checked against a float64 loop, so that a product
+// that is wrong the same way at every thread count fails too.
+func TestSgemmThreadsSameBits(t *testing.T) {
+	if os.Getenv("TRAIN_SGEMM_CHILD") == "1" {
+		sgemmThreadsSameBits(t)
+		return
+	}
+	sets := []string{""}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		sets = append(sets, "Haswell")
+	} else {
+		t.Logf("no AVX2 and FMA: Haswell's kernels not tried")
+	}
+	for _, core := range sets {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSgemmThreadsSameBits$", "-test.v")
+		for _, e := range os.Environ() {
+			if !strings.HasPrefix(e, "OPENBLAS_CORETYPE=") {
+				cmd.Env = append(cmd.Env, e)
+			}
+		}
+		cmd.Env = append(cmd.Env, "TRAIN_SGEMM_CHILD=1")
+		if core != "" {
+			cmd.Env = append(cmd.Env, "OPENBLAS_CORETYPE="+core)
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestSgemmThreadsSameBits") {
+			t.Errorf("OPENBLAS_CORETYPE=%q: %v\n%s", core, err, out)
+		}
+	}
+}
+
+func sgemmThreadsSameBits(t *testing.T) {
+	info, err := openblas.Load("", 1)
+	if err != nil {
+		t.Fatalf("%v (install libopenblas0 with scripts/setup.sh)", err)
+	}
+	t.Logf("OpenBLAS core %s", info.Core)
+	defer SetThreads(1)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, sh := range [][3]int{{1000, 300, 384}, {200, 1500, 64}, {517, 517, 40}, {97, 1100, 33}, {300, 300, 100}, {200, 200, 100}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		a, b := make([]float32, m*k), make([]float32, k*n)
+		for i := range a {
+			a[i] = rng.Float32() - 0.5
+		}
+		for i := range b {
+			b[i] = rng.Float32() - 0.5
+		}
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			ta, tb := tr[0], tr[1]
+			lda, ldb := k, n
+			if ta {
+				lda = m
+			}
+			if tb {
+				ldb = k
+			}
+			at := func(i, p int) float32 { // op(a)[i][p]
+				if ta {
+					return a[p*lda+i]
+				}
+				return a[i*lda+p]
+			}
+			bt := func(p, j int) float32 {
+				if tb {
+					return b[j*ldb+p]
+				}
+				return b[p*ldb+j]
+			}
+			ref := make([]float64, m*n)
+			for i := range m {
+				for j := range n {
+					var s float64
+					for p := range k {
+						s += float64(at(i, p)) * float64(bt(p, j))
+					}
+					ref[i*n+j] = s
+				}
+			}
+			name := fmt.Sprintf("%dx%dx%d ta=%v tb=%v", m, n, k, ta, tb)
+			for _, beta := range []float32{0, 1} {
+				name := fmt.Sprintf("%s beta=%v", name, beta)
+				var one []float32
+				for _, threads := range []int{1, 2, 3, 5} {
+					SetThreads(threads)
+					c := make([]float32, m*n)
+					for i := range c {
+						c[i] = float32(i % 7)
+					}
+					sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, n)
+					if one == nil {
+						one = c
+						want := make([]float64, m*n)
+						for i := range want {
+							want[i] = ref[i] + float64(beta)*float64(i%7)
+						}
+						if err := near.Check(want, widen(c), 1e-5); err != nil {
+							t.Errorf("%s: against a float64 loop: %v", name, err)
+						}
+						continue
+					}
+					differ := 0
+					for i := range c {
+						if math.Float32bits(c[i]) != math.Float32bits(one[i]) {
+							differ++
+						}
+					}
+					if differ > 0 {
+						t.Errorf("%s: %d of %d elements differ at %d threads from 1", name, differ, len(c), threads)
+					}
+				}
+			}
+		}
+	}
+}
+
+func widen(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
