@@ -458,16 +458,17 @@ void k_bn_grad_sums_par(const float *x, const float *dy, const float *y, size_t 
 //     64 rows, or columns cut anywhere, changed 3% to 30% of the elements
 //     of a 1024x1152x384 product. Rows are the columns of OpenBLAS's
 //     column-major call, which its driver (driver/level3/level3.c) hands
-//     the kernel 12 at a time (3 * SGEMM_DEFAULT_UNROLL_N; 24 for
-//     AVX-512), and the kernel computes a panel of 12 (m8n12) otherwise
-//     than its narrower tails. Rows cut on multiples of 12 changed none.
-//   - Its AVX-512 kernels (SkylakeX, Cooperlake) give a product of
-//     m*n*k at most 1e6 to a "small matrix" kernel (the permit of
-//     SMALL_MATRIX_OPT): a block below that line, where the whole was
-//     above it, changed 9 to 292 elements. (Its sgemm_direct, for
-//     untransposed products under 28*512*512 with beta 0, gave the bits
-//     of the usual path in 6 shapes, so it needs no line of its own.)
-#define GEMM_BLOCK 48
+//     the kernel 12 at a time (3 * SGEMM_DEFAULT_UNROLL_N), and the
+//     kernel computes a panel of 12 (m8n12) otherwise than its narrower
+//     tails. Rows cut on multiples of 12 changed none.
+//   - Its AVX-512 kernels (SkylakeX, Cooperlake), which changed none for
+//     rows or columns cut anywhere, give a product of m*n*k at most 1e6
+//     to a "small matrix" kernel (the permit of SMALL_MATRIX_OPT): a
+//     block below that line, where the whole was above it, changed 9 to
+//     292 elements. (Its sgemm_direct, for untransposed products under
+//     28*512*512 with beta 0, gave the bits of the usual path in 6
+//     shapes, so it needs no line of its own.)
+#define GEMM_BLOCK 12
 #define BLAS_SMALL 1e6
 
 struct gemm {
@@ -476,12 +477,19 @@ struct gemm {
 	float alpha, beta;
 	const float *a, *b;
 	float *c;
-	size_t rows, parts; // rows a part; the last takes the rest of m
+	size_t units, parts; // blocks of GEMM_BLOCK rows, shared out evenly
 };
+
+// rows_at is the first row of part i: part i has blocks [i*units/parts,
+// (i+1)*units/parts), and the last part the rows past the last whole
+// block too.
+static size_t rows_at(const struct gemm *g, size_t i) {
+	return i == g->parts ? g->m : i * g->units / g->parts * GEMM_BLOCK;
+}
 
 static void t_gemm_rows(void *p, size_t lo, size_t hi, int w) {
 	struct gemm *g = p;
-	size_t r0 = lo * g->rows, r1 = hi == g->parts ? g->m : hi * g->rows;
+	size_t r0 = rows_at(g, lo), r1 = rows_at(g, hi);
 	(void)w;
 	k_sgemm1(g->ta, g->tb, r1 - r0, g->n, g->k, g->alpha, g->a + (g->ta ? r0 : r0 * g->lda), g->lda, g->b, g->ldb,
 	         g->beta, g->c + r0 * g->ldc, g->ldc);
@@ -497,18 +505,22 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 		k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
 	}
-	// fewest: the units of rows a block needs to stay off the small-matrix
-	// kernel, as the whole product (over 2^21) does.
+	// Two parts a thread, not one block: each call packs B again; and
+	// no part under fewest blocks, which keeps it off the small-matrix
+	// kernel, as the whole product (over 2^21) is.
 	size_t units = m / GEMM_BLOCK, fewest = (size_t)(BLAS_SMALL / ((double)GEMM_BLOCK * n * k)) + 1;
-	// Two parts a thread, not one block: each call packs B again.
-	size_t chunk = (units + 2 * nthreads - 1) / (2 * nthreads);
-	if (chunk < fewest) chunk = fewest;
-	size_t parts = chunk ? units / chunk : 0;
+	// Parts a multiple of the threads where they are big enough: 3 parts
+	// on 2 threads take as long as 4.
+	size_t T = (size_t)nthreads, parts = units / fewest;
+	if (parts >= 2 * T)
+		parts = 2 * T;
+	else if (parts >= T)
+		parts = T;
 	if (parts < 2) {
 		k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
 	}
-	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, chunk * GEMM_BLOCK, parts};
+	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, units, parts};
 	run(parts, t_gemm_rows, &g);
 }
 
