@@ -20,11 +20,24 @@ import (
 const fortunes = "/usr/share/games/fortunes/law"
 
 // bytesCorpus tokenizes the fortunes as raw bytes (a vocabulary of 256,
-// so a small GPT steps quickly) into dir/law and returns that directory.
+// so a small GPT steps quickly) into dir/law and returns that directory:
+// 4096 validation tokens, 127 windows of 32.
 func bytesCorpus(t *testing.T, dir string) string {
 	t.Helper()
+	return bytesCorpusVal(t, dir, 4096)
+}
+
+// bytesCorpusVal is bytesCorpus with val validation tokens, into
+// dir/law-val: fewer where the evaluation is slow and not the point
+// (the emulated GPU; ZeRO stage 3 gathers every layer for each
+// evaluation batch).
+func bytesCorpusVal(t *testing.T, dir string, val int) string {
+	t.Helper()
 	out := filepath.Join(dir, "law")
-	if r := trainRun(t, 0, time.Minute, nil, "tokenize", "--bytes", "--val-tokens", "4096", "--out", out, fortunes); r.code != 0 {
+	if val != 4096 {
+		out += fmt.Sprintf("-val%d", val)
+	}
+	if r := trainRun(t, 0, time.Minute, nil, "tokenize", "--bytes", "--val-tokens", fmt.Sprint(val), "--out", out, fortunes); r.code != 0 {
 		t.Fatalf("tokenize: %s", r.stderr)
 	}
 	return out

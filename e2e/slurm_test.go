@@ -111,8 +111,10 @@ func TestSlurmBatch(t *testing.T) {
 	dir := t.TempDir()
 	script, _ := filepath.Abs("scripts/slurm/train.sbatch")
 	s.env = append(s.env, "TRAIN_BIN="+bin, "TRAIN_METRICS_ADDR=")
-	args := []string{"--hidden", "1024,1024", "--batch-size", "16", "--max-steps", "1000", "--checkpoint-every", "100", "--log-every", "500", "--log-file", "run.jsonl"}
-	done := regexp.MustCompile(`done: step 1000, parameters identical on all 2 rank\(s\) \(crc32c ([0-9a-f]+)\)`)
+	// 400 steps of about 10 ms, a checkpoint every 40: each interrupt
+	// comes some steps after a checkpoint, hundreds before the end.
+	args := []string{"--hidden", "1024,1024", "--batch-size", "16", "--max-steps", "400", "--checkpoint-every", "40", "--log-every", "200", "--log-file", "run.jsonl"}
+	done := regexp.MustCompile(`done: step 400, parameters identical on all 2 rank\(s\) \(crc32c ([0-9a-f]+)\)`)
 
 	// 1. Uninterrupted: sbatch --wait returns the job's exit code.
 	out, err := s.cmd(dir, 5*time.Minute, "sbatch", append([]string{"--wait", "-o", "out-%j.txt", script}, args...)...).CombinedOutput()
@@ -130,7 +132,7 @@ func TestSlurmBatch(t *testing.T) {
 	}
 	want := string(m[1])
 	t.Logf("%.1fs: job %s done", time.Since(t0).Seconds(), id[1])
-	if _, err := os.Stat(filepath.Join(dir, "checkpoints", string(id[1]), "step-00001000.safetensors")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "checkpoints", string(id[1]), "step-00000400.safetensors")); err != nil {
 		t.Errorf("no final checkpoint under checkpoints/<job id>: %v", err)
 	}
 

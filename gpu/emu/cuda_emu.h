@@ -66,18 +66,23 @@ static void **args;
 static char *dyn_smem;
 static size_t dyn_cap;
 
-// Switches: swapcontext enters a fiber the first time; after that
-// _setjmp/_longjmp, which do not save the signal mask (swapcontext's
-// system call per switch was half the emulator's time).
+// Switches: swapcontext enters a fiber the first time it ever runs;
+// after that _setjmp/_longjmp, which do not save the signal mask
+// (swapcontext's system call per switch was half the emulator's time).
+// A fiber outlives its block: done, it waits, and the next block (of
+// this kernel or the next) resumes it into another call of the kernel,
+// so swapcontext runs once per fiber, not once per thread of every block
+// (that was still 28% of a GPT step's time).
 static void wait(int state) {
 	cur->state = state;
 	if (!_setjmp(cur->jb)) _longjmp(sched_jb, 1);
 }
 
 static void fiber_main() {
-	tramp(args);
-	cur->state = DONE;
-	_longjmp(sched_jb, 1);
+	for (;;) {
+		tramp(args);
+		wait(DONE);
+	}
 }
 
 static void resume(fiber *f) {
@@ -90,15 +95,18 @@ static void resume(fiber *f) {
 		_longjmp(f->jb, 1);
 }
 
-// run executes one block; 0, or -1 when a barrier can never open.
+// run executes one block; 0, or -1 when a barrier can never open (its
+// fibers are then abandoned mid-kernel, and made afresh next time).
 static int run_block() {
 	for (int i = 0; i < nfibers; i++) {
 		fiber *f = &fibers[i];
-		f->ctx.uc_stack.ss_sp = f->stack;
-		f->ctx.uc_stack.ss_size = stack_bytes;
-		f->ctx.uc_link = &sched;
-		makecontext(&f->ctx, fiber_main, 0);
-		f->started = false;
+		if (!f->started) {
+			getcontext(&f->ctx); // here, not at growth: realloc moves the struct its fpregs point into
+			f->ctx.uc_stack.ss_sp = f->stack;
+			f->ctx.uc_stack.ss_size = stack_bytes;
+			f->ctx.uc_link = &sched;
+			makecontext(&f->ctx, fiber_main, 0);
+		}
 		f->state = READY;
 		f->lin = i;
 		f->tid = {i % block_dim.x, (i / block_dim.x) % block_dim.y, i / (block_dim.x * block_dim.y)};
@@ -131,7 +139,10 @@ static int run_block() {
 				released = true;
 			}
 		}
-		if (!released) return -1;
+		if (!released) {
+			for (int i = 0; i < nfibers; i++) fibers[i].started = false;
+			return -1;
+		}
 	}
 }
 
@@ -144,7 +155,7 @@ static int launch(void (*t)(void **), const unsigned *grid, const unsigned *bloc
 		fibers = (fiber *)realloc(fibers, n * sizeof(fiber));
 		for (int i = cap; i < n; i++) {
 			fibers[i].stack = (char *)malloc(stack_bytes);
-			getcontext(&fibers[i].ctx);
+			fibers[i].started = false;
 		}
 		cap = n;
 	}
