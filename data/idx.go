@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 )
 
 // IDX is one IDX file (LeCun's MNIST format, also Fashion-MNIST's): a
@@ -46,7 +47,11 @@ func ReadIDX(path string) (*IDX, error) {
 		defer zr.Close()
 		r, compressed = zr, true
 	}
-	m, err := parseIDX(r, st.Size(), compressed)
+	var mapped func(off, n int64) ([]byte, error)
+	if !compressed && st.Size() >= mapIDXBytes {
+		mapped = func(off, n int64) ([]byte, error) { return mapFile(f, off, n) }
+	}
+	m, err := parseIDX(r, st.Size(), compressed, mapped)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -56,7 +61,7 @@ func ReadIDX(path string) (*IDX, error) {
 // parseIDX reads an IDX stream. fileSize bounds the data of a raw file
 // before allocating; a compressed stream is read as it comes, so memory
 // grows only with data that is really there.
-func parseIDX(r io.Reader, fileSize int64, compressed bool) (*IDX, error) {
+func parseIDX(r io.Reader, fileSize int64, compressed bool, mapped func(off, n int64) ([]byte, error)) (*IDX, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return nil, fmt.Errorf("not an IDX file: too short for the 4-byte magic number (%v)", truncated(err))
@@ -104,6 +109,11 @@ func parseIDX(r io.Reader, fileSize int64, compressed bool) (*IDX, error) {
 			return nil, fmt.Errorf("header says %v = %d bytes of data, stream holds %d: truncated or not this format", dims, total, n)
 		}
 		data = buf.Bytes()
+	} else if mapped != nil {
+		var err error
+		if data, err = mapped(hdrLen, total); err != nil {
+			return nil, fmt.Errorf("data: %v", err)
+		}
 	} else {
 		data = make([]byte, total)
 		if _, err := io.ReadFull(r, data); err != nil {
@@ -114,6 +124,25 @@ func parseIDX(r io.Reader, fileSize int64, compressed bool) (*IDX, error) {
 }
 
 // truncated names an unexpected end of input plainly.
+// mapIDXBytes is the size from which a raw IDX file is mapped rather
+// than read: the ranks of a host then share the page cache's one copy,
+// and a rank's start-up neither copies the file nor faults in fresh pages
+// for it (mpirun -np 2 of one MLP step on raw Fashion-MNIST: 1.0 s, of
+// which 0.3 s was reading it). Smaller files are read: a mapping is never
+// undone, since the dataset's bytes live as long as the process.
+const mapIDXBytes = 1 << 20
+
+// mapFile maps n bytes of f from off, read-only. The mapping outlives f.
+// A file truncated under a running job would fault its readers (SIGBUS),
+// as with any mapped dataset.
+func mapFile(f *os.File, off, n int64) ([]byte, error) {
+	b, err := syscall.Mmap(int(f.Fd()), 0, int(off+n), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap: %v", err)
+	}
+	return b[off : off+n : off+n], nil
+}
+
 func truncated(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return errors.New("file truncated")

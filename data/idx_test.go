@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"train/internal/near"
@@ -42,20 +43,35 @@ func writeFile(t *testing.T, name string, b []byte) string {
 func TestReadIDX(t *testing.T) {
 	data := []byte{1, 2, 3, 4, 5, 6}
 	good := idxBytes(8, []uint32{2, 3}, data)
+	// Large enough to be mapped rather than read (mapIDXBytes), with a
+	// length that is not a whole number of pages.
+	big := make([]byte, 3*(mapIDXBytes/3+1001))
+	for i := range big {
+		big[i] = byte(i*7 + i/251)
+	}
 	for _, tc := range []struct {
 		name string
 		file []byte
+		dims []int
+		data []byte
 	}{
-		{"raw", good},
-		{"gzip", gz(good)},
+		{"raw", good, []int{2, 3}, data},
+		{"gzip", gz(good), []int{2, 3}, data},
+		{"raw, mapped", idxBytes(8, []uint32{3, uint32(len(big) / 3)}, big), []int{3, len(big) / 3}, big},
+		{"gzip, large", gz(idxBytes(8, []uint32{3, uint32(len(big) / 3)}, big)), []int{3, len(big) / 3}, big},
 	} {
 		m, err := ReadIDX(writeFile(t, "f", tc.file))
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if len(m.Dims) != 2 || m.Dims[0] != 2 || m.Dims[1] != 3 || !bytes.Equal(m.Data, data) {
-			t.Errorf("%s: got dims %v data %v", tc.name, m.Dims, m.Data)
+		if !slices.Equal(m.Dims, tc.dims) || !bytes.Equal(m.Data, tc.data) {
+			t.Errorf("%s: got dims %v and %d bytes, want %v and %d bytes as written", tc.name, m.Dims, len(m.Data), tc.dims, len(tc.data))
 		}
+	}
+	// A large raw file one byte short is refused before anything is mapped.
+	short := idxBytes(8, []uint32{3, uint32(len(big) / 3)}, big[1:])
+	if _, err := ReadIDX(writeFile(t, "short", short)); err == nil || !strings.Contains(err.Error(), "truncated or not this format") {
+		t.Errorf("a large raw file one byte short: %v", err)
 	}
 }
 
