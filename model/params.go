@@ -255,8 +255,8 @@ func (p *Params) Int64(t Tensor) *int64 {
 // Alloc allocates the flat buffers once every tensor is registered.
 func (p *Params) Alloc() {
 	p.alloced, p.held, p.replay, p.replayBuf = true, nil, -1, -1
-	p.Data = make([]float32, p.n)
-	p.Grad = make([]float32, p.n)
+	p.Data = hugeFloats(p.n)
+	p.Grad = hugeFloats(p.n)
 	// Room for int64s: float32 slots in an 8-byte-aligned backing.
 	backing := make([]int64, (p.nb+1)/2)
 	if p.nb > 0 {
