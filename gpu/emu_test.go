@@ -34,7 +34,7 @@ func TestEmulator(t *testing.T) {
 		t.Skip("already the emulator's child")
 	}
 	if testing.Short() {
-		t.Skip("-short: the emulated GPU tests compile the kernels with g++ and take a minute")
+		t.Skip("-short: the emulated GPU tests compile the kernels with g++ (about 15 s in all)")
 	}
 	if _, err := exec.LookPath("g++"); err != nil {
 		if _, gerr := gpu.Count(); gerr == nil {
