@@ -60,7 +60,8 @@ func ReadIDX(path string) (*IDX, error) {
 
 // parseIDX reads an IDX stream. fileSize bounds the data of a raw file
 // before allocating; a compressed stream is read as it comes, so memory
-// grows only with data that is really there.
+// grows only with data that is really there. mapped, when set, gives a
+// raw file's n data bytes from offset off instead of reading them.
 func parseIDX(r io.Reader, fileSize int64, compressed bool, mapped func(off, n int64) ([]byte, error)) (*IDX, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
@@ -123,7 +124,6 @@ func parseIDX(r io.Reader, fileSize int64, compressed bool, mapped func(off, n i
 	return &IDX{Dims: dims, Data: data}, nil
 }
 
-// truncated names an unexpected end of input plainly.
 // mapIDXBytes is the size from which a raw IDX file is mapped rather
 // than read: the ranks of a host then share the page cache's one copy,
 // and a rank's start-up neither copies the file nor faults in fresh pages
@@ -143,6 +143,7 @@ func mapFile(f *os.File, off, n int64) ([]byte, error) {
 	return b[off : off+n : off+n], nil
 }
 
+// truncated names an unexpected end of input plainly.
 func truncated(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return errors.New("file truncated")
