@@ -19,6 +19,7 @@ import (
 // with AdamW, every rank alike.
 func TestGPTOnEmulatedGPU(t *testing.T) {
 	e2e(t)
+	alongside(t)
 	dir := t.TempDir()
 	lib, err := emu.Build(dir)
 	if err != nil {

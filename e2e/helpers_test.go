@@ -124,6 +124,17 @@ func e2e(t *testing.T) {
 	}
 }
 
+// alongside marks a test that may run beside the others so marked, after
+// every other test of the package has finished (t.Parallel; go test runs
+// GOMAXPROCS of them at once). Only for tests that time nothing, share no
+// file, port or package state with another, and spend much of their time
+// in one process or waiting on servers: Slurm's daemons, PyTorch's
+// reference, the CUDA emulator.
+func alongside(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // result is what one run of train left behind.
 type result struct {
 	stdout, stderr string

@@ -105,6 +105,7 @@ func (s *slurm) waitState(t *testing.T, dir, id string, within time.Duration, st
 // each time continues from its checkpoint to the same final parameters.
 func TestSlurmBatch(t *testing.T) {
 	e2e(t)
+	alongside(t)
 	t0 := time.Now()
 	s := startSlurm(t)
 	t.Logf("%.1fs: Slurm is up", time.Since(t0).Seconds())

@@ -27,6 +27,7 @@ import (
 // reference value of its tensor (NaN or Inf fails).
 func TestTorchvisionResNet(t *testing.T) {
 	e2e(t)
+	alongside(t)
 	if err := exec.Command("/usr/bin/python3", "-c", "import torchvision").Run(); err != nil {
 		t.Fatalf("python3-torchvision is missing (scripts/setup.sh --test installs it): %v", err)
 	}

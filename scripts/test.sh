@@ -27,7 +27,8 @@ fi
 # (golang/go#75804, fixed in Go 1.27). 30000 runs take 10 to 15 s per
 # target here. Minimisation is off: it ran the target thousands of times
 # per new input and left almost no time to fuzz (a crasher is still saved
-# as found).
+# as found). One fuzz worker (-parallel 1): the side checks take what
+# the end-to-end tests leave of the CPU, and two workers took more.
 side() {
 	set -e
 	phase "go vet ./..."
@@ -36,7 +37,7 @@ side() {
 	(cd scripts/k8s && go vet . && go test -count=1 .)
 	for target in data:FuzzReadIDX data:FuzzReadCIFARFile data:FuzzReadShard checkpoint:FuzzLoadCheckpoint; do
 		phase "fuzz ${target#*:} for ${FUZZRUNS:-30000} executions"
-		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${FUZZRUNS:-30000}x" -fuzzminimizetime 0 "./${target%%:*}"
+		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${FUZZRUNS:-30000}x" -fuzzminimizetime 0 -parallel 1 "./${target%%:*}"
 	done
 	phase "side checks done"
 }
