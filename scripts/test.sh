@@ -24,8 +24,8 @@ fi
 # failures land in testdata/fuzz). The fuzz budget is a count of
 # executions, not a duration: with a duration, Go 1.26's fuzz coordinator
 # can report a spurious "context deadline exceeded" as the time runs out
-# (golang/go#75804, fixed in Go 1.27). 30000 runs take 10 to 15 s per
-# target here. Minimisation is off: it ran the target thousands of times
+# (golang/go#75804, fixed in Go 1.27). 30000 runs took 10 to 15 s per
+# target here with two workers. Minimisation is off: it ran the target thousands of times
 # per new input and left almost no time to fuzz (a crasher is still saved
 # as found). One fuzz worker (-parallel 1): the side checks take what
 # the end-to-end tests leave of the CPU, and two workers took more.
@@ -44,10 +44,12 @@ side() {
 
 # The side checks run alongside the packages' tests at nice 19: the
 # end-to-end tests wait on mpirun jobs, sleeps and servers for much of
-# their time (e2e used 0.9 of this machine's 2 cores), and niced work takes
-# only what they leave, so no timing in them changes. Run one after the
-# other, the suite took 17 minutes here from a cold build cache (setup's
-# build 114 s, vet 105 s, go test 653 s, k8s 54 s, fuzz 80 s).
+# their time (alone they used 0.9 of this machine's 2 cores). The niced
+# work still slows them (e2e 625 s alone, 682 to 804 s with it), but the
+# whole ends sooner: from an empty build cache, one phase after another
+# took 18 min 15 s (setup's build 114 s, vet 105 s, go test 653 s, k8s
+# 54 s, fuzz 169 s, mostly compiling), alongside 13 min 51 s to 15 min
+# 57 s (README, Tests).
 side_log=$(mktemp)
 trap 'rm -f "$side_log"' EXIT
 nice -n 19 bash -c "$(declare -f phase side); side" >"$side_log" 2>&1 &
