@@ -8,14 +8,21 @@ import (
 	"unsafe"
 )
 
-// TestHugeFloats: a large buffer comes back zeroed, of its length, with
+// TestHugeFloats: with UseHugePages on, a large buffer comes back zeroed, of its length, with
 // its whole 2 MiB pages advised MADV_HUGEPAGE (the "hg" flag of its
 // mapping in /proc/self/smaps) before anything touched them; a small one
-// is left alone.
+// is left alone, as is every buffer with it off.
 func TestHugeFloats(t *testing.T) {
 	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage"); err != nil {
 		t.Skipf("this kernel has no transparent huge pages (%v): MADV_HUGEPAGE is refused and hugeFloats is make", err)
 	}
+	// Off (the default): no advice.
+	off := hugeFloats(3 << 20)
+	if flags, err := vmFlags((uintptr(unsafe.Pointer(&off[0])) + 2<<20 - 1) &^ (2<<20 - 1)); err != nil || strings.Contains(" "+flags+" ", " hg ") {
+		t.Errorf("UseHugePages off: VmFlags %q (%v), want no hg", flags, err)
+	}
+	UseHugePages(true)
+	defer UseHugePages(false)
 	big := hugeFloats(3<<20 + 5) // 12 MiB and 20 bytes: 5 whole huge pages inside
 	if len(big) != 3<<20+5 {
 		t.Fatalf("len %d", len(big))

@@ -478,6 +478,8 @@ func (s *Session) loadBLAS() string {
 	optim.SetThreads(threads)
 	wino := s.Cfg.Model.Conv == "winograd"
 	model.UseWinograd(wino)
+	// ZeRO stages 2 and 3 free and fault pages every step (model/huge.go).
+	model.UseHugePages(s.Cfg.Dist.Zero >= 2)
 	conv := ""
 	if wino {
 		conv = "; 3x3 convolutions: Winograd F(4x4,3x3)"
