@@ -92,27 +92,33 @@ func inflateFashion(dir string) (string, error) {
 		return "", err
 	}
 	for _, f := range []string{"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"} {
-		in, err := os.Open(filepath.Join(fashion, f+".gz"))
-		if err != nil {
-			return "", err
-		}
-		zr, err := gzip.NewReader(in)
-		if err == nil {
-			var out *os.File
-			if out, err = os.Create(filepath.Join(dir, f)); err == nil {
-				if _, err = io.Copy(out, zr); err == nil {
-					err = out.Close()
-				} else {
-					out.Close()
-				}
-			}
-		}
-		in.Close()
-		if err != nil {
+		if err := inflate(filepath.Join(fashion, f+".gz"), filepath.Join(dir, f)); err != nil {
 			return "", fmt.Errorf("%s.gz: %w", filepath.Join(fashion, f), err)
 		}
 	}
 	return dir, nil
+}
+
+// inflate writes the gzip file src's content to dst.
+func inflate(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	zr, err := gzip.NewReader(in)
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, zr); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // e2e starts every test of this package: under -short it skips, since
