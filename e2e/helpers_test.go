@@ -67,6 +67,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	os.Setenv("TRAIN_DATA", rawFashion)
+	mpitest.FastStart()
 	if b := os.Getenv("TRAIN_E2E_BIN"); b != "" {
 		if bin, err = filepath.Abs(b); err != nil {
 			fmt.Fprintln(os.Stderr, err)
