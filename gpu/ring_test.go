@@ -56,11 +56,7 @@ func gpuRank(t *testing.T, np int, timeout time.Duration) (*mpi.World, *gpu.Ctx)
 	if !mpitest.Launch(t, np, timeout) {
 		return nil, nil
 	}
-	w, err := mpi.Init()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Finalize() })
+	w := mpitest.World(t)
 	c, err := gpu.Open(w.LocalRank(), "fp32", gpu.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -10,19 +10,11 @@ import (
 	"train/mpi/mpitest"
 )
 
-// world starts MPI in a rank launched by mpitest and finalizes it at the end.
+// world starts MPI in a rank launched by mpitest (mpitest.World: finalized
+// after a pass, aborted after a failure).
 func world(t *testing.T) *mpi.World {
 	t.Helper()
-	w, err := mpi.Init()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := w.Finalize(); err != nil {
-			t.Error(err)
-		}
-	})
-	return w
+	return mpitest.World(t)
 }
 
 // TestCollectives checks every collective of World under real mpirun, np 1 to 4.

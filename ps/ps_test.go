@@ -27,15 +27,11 @@ func TestShards(t *testing.T) {
 	}
 }
 
-// world starts MPI in a rank launched by mpitest, finalizing it at the end.
+// world starts MPI in a rank launched by mpitest (mpitest.World: finalized
+// after a pass, aborted after a failure).
 func world(t *testing.T) *mpi.World {
 	t.Helper()
-	w, err := mpi.Init()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Finalize() })
-	return w
+	return mpitest.World(t)
 }
 
 const n = 10 // parameters in the tests' model

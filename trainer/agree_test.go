@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"train/checkpoint"
-	"train/mpi"
 	"train/mpi/mpitest"
 )
 
@@ -18,11 +17,7 @@ func TestAgreeAndVerify(t *testing.T) {
 	if !mpitest.Launch(t, 3, time.Minute) {
 		return
 	}
-	w, err := mpi.Init()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Finalize()
+	w := mpitest.World(t)
 	r := w.Rank()
 
 	if err := Agree(w, nil); err != nil {
@@ -47,7 +42,7 @@ func TestAgreeAndVerify(t *testing.T) {
 	if r == 2 {
 		params[3] = 4.0000005 // one ulp or so
 	}
-	_, err = verifyReplicas(w, checkpoint.Checksum(params))
+	_, err := verifyReplicas(w, checkpoint.Checksum(params))
 	if !errors.As(err, &je) || je.Own != (r == 0) || err.Error()[:len("replicas diverged: parameters of ranks [2]")] != "replicas diverged: parameters of ranks [2]" {
 		t.Fatalf("rank %d: diverged replica gave %v", r, err)
 	}

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"train/mpi"
 )
 
 // childEnv marks a process started by Launch.
@@ -54,6 +56,30 @@ func FastStart() {
 	if _, set := os.LookupEnv("OMPI_MCA_pml"); !set {
 		os.Setenv("OMPI_MCA_pml", "ob1")
 	}
+}
+
+// World starts MPI in a rank that Launch started, and ends it when the
+// test ends: MPI_Finalize after a pass, MPI_Abort after a failure. A rank
+// whose test failed would otherwise wait in MPI_Finalize for ranks that
+// wait in a collective for it, and the job would hang until Launch's
+// timeout; the abort ends every rank at once, and Launch shows the failed
+// rank's message (-test.v streams it before the abort).
+func World(t *testing.T) *mpi.World {
+	t.Helper()
+	w, err := mpi.Init()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			fmt.Fprintf(os.Stderr, "mpitest: rank %d failed %s: aborting the job\n", w.Rank(), t.Name())
+			w.Abort(1)
+		}
+		if err := w.Finalize(); err != nil {
+			t.Error(err)
+		}
+	})
+	return w
 }
 
 // InRank reports whether this process is a rank started by Launch.
