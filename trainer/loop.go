@@ -426,10 +426,15 @@ func (s *Session) finish(win *window, global int) error {
 	}
 	p := s.Model.Params
 	s.prog.enter(opReplicaCheck)
-	sum := checkpoint.Checksum(p.Data, p.Buffers)
+	var sum uint32
 	var err error
 	if s.zero != nil && s.zero.stage == 3 {
+		// Only the own shard is held: reading the whole buffer here
+		// brought every freed page back (4 ranks: 459 MiB peak RSS
+		// against the 402 of the training steps).
 		sum, err = s.zeroChecksum()
+	} else {
+		sum = checkpoint.Checksum(p.Data, p.Buffers)
 	}
 	if err == nil {
 		sum, err = verifyReplicas(s.W, sum)
