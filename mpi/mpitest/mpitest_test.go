@@ -1,6 +1,12 @@
 package mpitest
 
-import "testing"
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
 
 // TestOutcomes: a rank counts as passed only on its own "--- PASS:" line
 // for exactly this test (not a test whose name it prefixes, not the
@@ -34,4 +40,45 @@ PASS
 			t.Errorf("%s: %d passed, %d skipped (%q); want %d, %d (%q)", tc.name, p, s, why, tc.passed, tc.skips, tc.why)
 		}
 	}
+}
+
+// TestWorldAbortsOnFailure: a rank whose test fails ends the job at once
+// (World's cleanup calls MPI_Abort) instead of leaving the other ranks in
+// a collective until the job's timeout. The job runs this test on 3
+// ranks: rank 1 fails before a barrier that ranks 0 and 2 wait in. With
+// MPI_Finalize in its place the job hangs, and the 30 s deadline fails it.
+func TestWorldAbortsOnFailure(t *testing.T) {
+	if InRank() {
+		w := World(t)
+		if w.Rank() == 1 {
+			t.Fatal("rank 1 fails on purpose")
+		}
+		if err := w.Barrier(); err != nil {
+			t.Error(err)
+		}
+		return
+	}
+	if testing.Short() {
+		t.Skip("runs under mpirun (np=3); skipped by -short (scripts/test.sh runs it)")
+	}
+	FastStart()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := Command(ctx, 3, os.Args[0], "-test.run", "^TestWorldAbortsOnFailure$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.WaitDelay = 5 * time.Second
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the job still ran after 30 s: the failed rank did not end it:\n%s", out)
+	}
+	if err == nil {
+		t.Fatalf("the job exited 0 although rank 1 failed:\n%s", out)
+	}
+	for _, want := range []string{"rank 1 fails on purpose", "mpitest: rank 1 failed TestWorldAbortsOnFailure: aborting the job"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the job's output lacks %q:\n%s", want, out)
+		}
+	}
+	t.Logf("the job ended in %v: %v", time.Since(start).Round(time.Millisecond), err)
 }
