@@ -460,7 +460,8 @@ func checkWritable(dir string) error {
 // loadBLAS sizes the model's thread pool from --threads or the cores this
 // rank may use, puts OpenBLAS behind the model's matrix products with one
 // thread of its own (the pool cuts the products across the threads:
-// model/par.c), sets the convolutions' algorithm (--conv), and describes
+// model/par.c), sets the convolutions' algorithm (--conv) and whether
+// the flat buffers ask for huge pages (--zero 2 and 3), and describes
 // the outcome; without the library the model's C code multiplies with a
 // plain loop of its own.
 func (s *Session) loadBLAS() string {

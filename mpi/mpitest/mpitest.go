@@ -104,15 +104,9 @@ func Launch(t *testing.T, np int, timeout time.Duration, env ...string) bool {
 	for i, p := range parts {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
-	FastStart()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	cmd := Command(ctx, np, os.Args[0], "-test.run", strings.Join(parts, "/"), "-test.v", "-test.count=1")
-	cmd.Env = append(append(os.Environ(), childEnv+"=1"), env...)
-	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
+	out, timedOut, err := job(np, timeout, strings.Join(parts, "/"), env...)
+	if timedOut {
 		t.Fatalf("np=%d: mpirun did not finish within %v:\n%s", np, timeout, out)
 	}
 	if err != nil {
@@ -129,6 +123,21 @@ func Launch(t *testing.T, np int, timeout time.Duration, env ...string) bool {
 			np, passed, t.Name(), skipped, np, out)
 	}
 	return false
+}
+
+// job runs the tests of this binary that run matches (a -test.run
+// pattern) on np ranks under mpirun, each rank marked as Launch's and
+// given env, and returns the ranks' output together, whether timeout
+// ended the job, and how it exited.
+func job(np int, timeout time.Duration, run string, env ...string) (out []byte, timedOut bool, err error) {
+	FastStart()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := Command(ctx, np, os.Args[0], "-test.run", run, "-test.v", "-test.count=1")
+	cmd.Env = append(append(os.Environ(), childEnv+"=1"), env...)
+	cmd.WaitDelay = 5 * time.Second
+	out, err = cmd.CombinedOutput()
+	return out, ctx.Err() != nil, err
 }
 
 // outcomes counts the ranks' "--- PASS: name (" and "--- SKIP: name ("

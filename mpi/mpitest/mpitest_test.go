@@ -1,8 +1,6 @@
 package mpitest
 
 import (
-	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -61,15 +59,9 @@ func TestWorldAbortsOnFailure(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs under mpirun (np=3); skipped by -short (scripts/test.sh runs it)")
 	}
-	FastStart()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := Command(ctx, 3, os.Args[0], "-test.run", "^TestWorldAbortsOnFailure$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
+	out, timedOut, err := job(3, 30*time.Second, "^TestWorldAbortsOnFailure$")
+	if timedOut {
 		t.Fatalf("the job still ran after 30 s: the failed rank did not end it:\n%s", out)
 	}
 	if err == nil {
