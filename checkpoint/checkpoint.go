@@ -210,7 +210,13 @@ func writeAtomic(final string, fill func(io.Writer) error) error {
 	dir := filepath.Dir(final)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(final)+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		// The temporary's name means nothing to the user: name the
+		// directory and the cause.
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("checkpoint %s: cannot write in %s: %w", final, dir, err)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this finds nothing
 	err = fill(tmp)

@@ -217,6 +217,11 @@ func TestBadInput(t *testing.T) {
 		{"unknown flag", 2, []string{"--bogus"}, []string{"bogus", "train --help"}},
 		{"bad number", 0, []string{"--epochs", "five"}, []string{"five"}},
 		{"resume without dir", 2, []string{"--resume"}, []string{"--resume needs --checkpoint-dir"}},
+		// Files written later in the run are checked at its start.
+		{"unwritable log file", 2, []string{"--log-file", filepath.Join(aFile, "log.jsonl")}, []string{"--log-file", "not a directory"}},
+		{"plot in a missing directory", 0, []string{"--plot", filepath.Join(tmp, "nodir", "curves.png")}, []string{"--plot " + filepath.Join(tmp, "nodir", "curves.png"), "no directory"}},
+		{"unwritable flight dir", 2, []string{"--flight-dir", filepath.Join(aFile, "flight")}, []string{"--flight-dir " + filepath.Join(aFile, "flight"), "not a directory"}},
+		{"--openblas that does not load", 0, []string{"--openblas", "libopenblas-missing.so.0"}, []string{"--openblas libopenblas-missing.so.0", "none for the plain C loops"}},
 		// Options that another choice makes meaningless are refused, not
 		// ignored.
 		{"--allreduce under ps-sync", 3, []string{"--strategy", "ps-sync", "--allreduce", "hier"}, []string{"--allreduce hier", "ps-sync"}},

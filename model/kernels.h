@@ -33,6 +33,8 @@ void k_embed(float *y, const float *ids, const float *wte, const float *wpe, siz
 void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T, size_t C);
 
 // The thread pool and the passes that run on it (par.c).
+// MAXT: the most threads a pool takes (--threads above it is refused).
+#define MAXT 256
 int k_set_threads(int n);
 void k_set_sgemm(void *f);
 int k_buffers_misaligned(void);

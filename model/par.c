@@ -74,7 +74,6 @@ void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const f
 
 // ---- the pool ----
 
-#define MAXT 256
 // SPIN: pauses a worker waits for the next pass before sleeping (tens of
 // microseconds: the gap between a network's passes), so that a pass
 // starts without a futex wake-up on each thread.

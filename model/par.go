@@ -19,6 +19,10 @@ import (
 
 var threads atomic.Int32
 
+// MaxThreads is the largest pool SetThreads makes (par.c's workers are a
+// fixed array).
+const MaxThreads = C.MAXT
+
 func init() { threads.Store(1) }
 
 // SetThreads sizes the pool to n threads (the caller's and n-1 workers)

@@ -80,11 +80,20 @@ func phaseOf(op int32) int64 {
 }
 
 // startFlight makes the recorder (nil with --flight-events 0), records
-// w's calls as "world", and starts the dump goroutine.
+// w's calls as "world", and starts the dump goroutine. A --flight-dir
+// given is made now on every rank (each writes its own dump there): a
+// dump that cannot be written is lost when it is wanted, in a hang. The
+// default is not: ./flight would litter every run's directory, and the
+// checkpoint directory's is checked with it.
 func startFlight(w *mpi.World, o *ObserveOptions, ckptDir string, errw io.Writer) (*flightBox, error) {
 	rec := flightrec.New(o.FlightEvents, phaseNames())
 	if rec == nil {
 		return nil, nil
+	}
+	if o.FlightDir != "" {
+		if err := checkWritable(o.FlightDir); err != nil {
+			return nil, fmt.Errorf("--flight-dir %s: %v: name a directory every rank can write (dumps land there on a stall, SIGUSR2, an abort or a NaN stop)", o.FlightDir, err)
+		}
 	}
 	dir := o.FlightDir
 	if dir == "" {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -132,9 +133,15 @@ type reporter struct {
 // newReporter writes to out. progress auto shows a bar when out is a
 // terminal and no launcher started us (launcher names the variable by
 // which one announced the rank), since mpirun gives every rank a
-// pseudo-terminal even when its own output goes to a file.
-func newReporter(out io.Writer, logFile string, resume bool, progress Progress, launcher string, keepRecords bool) (*reporter, error) {
-	r := &reporter{out: out, keep: keepRecords}
+// pseudo-terminal even when its own output goes to a file. plot, when set, is the PNG drawn from the records at the end: its
+// directory must take a file now, not after hours of training.
+func newReporter(out io.Writer, logFile string, resume bool, progress Progress, launcher string, plot string) (*reporter, error) {
+	r := &reporter{out: out, keep: plot != ""}
+	if plot != "" {
+		if err := probeWritable(filepath.Dir(plot)); err != nil {
+			return nil, fmt.Errorf("--plot %s: %v", plot, err)
+		}
+	}
 	switch progress {
 	case ProgressAlways:
 		r.tty = true

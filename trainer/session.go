@@ -190,8 +190,10 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 	}
 	if w.Rank() == 0 && opt.Out != nil {
 		o := &cfg.Observe
-		s.rep, err = newReporter(opt.Out, o.LogFile, cfg.Checkpoint.Resume, o.Progress, o.Job.Launcher, o.Plot != "")
-		s.undo = append(s.undo, func() { s.rep.close() })
+		s.rep, err = newReporter(opt.Out, o.LogFile, cfg.Checkpoint.Resume, o.Progress, o.Job.Launcher, o.Plot)
+		if err == nil {
+			s.undo = append(s.undo, func() { s.rep.close() })
+		}
 	}
 	if err := Agree(w, err); err != nil {
 		return nil, err
@@ -255,7 +257,10 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 // checkpoint directory.
 func (s *Session) build(r, d int) error {
 	c := &s.Cfg
-	s.blas = s.loadBLAS()
+	var err error
+	if s.blas, err = s.loadBLAS(); err != nil {
+		return err
+	}
 	if err := s.load(); err != nil {
 		return err
 	}
@@ -274,7 +279,6 @@ func (s *Session) build(r, d int) error {
 		return fmt.Errorf("--batch-size %d: each of the %d data-parallel ranks' shards holds %d of the %d training samples, fewer than one batch; lower --batch-size",
 			c.Data.BatchSize, d, n/d, n)
 	}
-	var err error
 	o := &c.Optim
 	lr := o.LR
 	if o.LinearScaling {
@@ -449,9 +453,22 @@ func checkWritable(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	return probeWritable(dir)
+}
+
+// probeWritable proves a file can be made in dir, which must exist: a
+// file written only at the end of a run (--plot) is checked at its start.
+func probeWritable(dir string) error {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("no directory %s to write it in", dir)
+	}
 	f, err := os.CreateTemp(dir, ".probe-*")
 	if err != nil {
-		return fmt.Errorf("not writable: %v", err)
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("directory %s is not writable: %v", dir, err)
 	}
 	f.Close()
 	return os.Remove(f.Name())
@@ -463,8 +480,10 @@ func checkWritable(dir string) error {
 // model/par.c), sets the convolutions' algorithm (--conv) and whether
 // the flat buffers ask for huge pages (--zero 2 and 3), and describes
 // the outcome; without the library the model's C code multiplies with a
-// plain loop of its own.
-func (s *Session) loadBLAS() string {
+// plain loop of its own. A library --openblas names must load: a build
+// the user chose that silently fell back to the plain loop would train
+// several times slower ("none" asks for the loop).
+func (s *Session) loadBLAS() (string, error) {
 	threads := s.Cfg.Device.Threads
 	if threads == 0 {
 		localSize := 1
@@ -473,8 +492,6 @@ func (s *Session) loadBLAS() string {
 		}
 		threads = coresPerRank(localSize)
 	}
-	// --openblas names another build of the library (a path or a soname);
-	// a name that does not load leaves the plain loop.
 	threads = model.SetThreads(threads)
 	optim.SetThreads(threads)
 	wino := s.Cfg.Model.Conv == "winograd"
@@ -485,15 +502,22 @@ func (s *Session) loadBLAS() string {
 	if wino {
 		conv = "; 3x3 convolutions: Winograd F(4x4,3x3)"
 	}
-	info, err := openblas.Load(s.Cfg.Device.OpenBLAS, 1)
-	if err != nil {
-		return fmt.Sprintf("blas: none, plain C loops (%v), %d thread(s) per rank%s", err, threads, conv)
+	lib := s.Cfg.Device.OpenBLAS
+	if lib == "none" {
+		return fmt.Sprintf("blas: none, plain C loops (--openblas none), %d thread(s) per rank%s", threads, conv), nil
+	}
+	info, err := openblas.Load(lib, 1)
+	switch {
+	case err != nil && lib != "":
+		return "", fmt.Errorf("--openblas %s: %v: name a build that loads, or none for the plain C loops", lib, err)
+	case err != nil:
+		return fmt.Sprintf("blas: none, plain C loops (%v), %d thread(s) per rank%s", err, threads, conv), nil
 	}
 	core := info.Core
 	if n := info.Narrowed(); n != "" {
 		core += " (" + n + ")"
 	}
-	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank%s", core, threads, conv)
+	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank%s", core, threads, conv), nil
 }
 
 // observeBucket tells the hooks that watch buckets of one reduced (from

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"train/model"
 	"train/mpi"
@@ -140,6 +142,8 @@ func (d *DeviceOptions) Validate() error {
 	switch {
 	case d.Threads < 0:
 		return fmt.Errorf("--threads %d: must not be negative", d.Threads)
+	case d.Threads > model.MaxThreads:
+		return fmt.Errorf("--threads %d: at most %d per rank (0: the cores this rank may use)", d.Threads, model.MaxThreads)
 	case d.Device == CPU && d.Precision != "" && d.Precision != "fp32":
 		return fmt.Errorf("--precision %s is for --device cuda; the CPU path computes in fp32", d.Precision)
 	case !slices.Contains([]string{"auto", "ipc", "host"}, d.GPURing):
@@ -159,6 +163,8 @@ func (o *ObserveOptions) Validate() error {
 		return fmt.Errorf("--eval-every %d: must not be negative", o.EvalEvery)
 	case o.PushgatewayEvery < 0:
 		return fmt.Errorf("--pushgateway-every %d: must not be negative", o.PushgatewayEvery)
+	case o.Plot != "" && !strings.EqualFold(filepath.Ext(o.Plot), ".png"):
+		return fmt.Errorf("--plot %s: only PNG is written: name a .png file", o.Plot)
 	case o.Pushgateway != "" && !validURL(o.Pushgateway):
 		return fmt.Errorf("--pushgateway %q: want an http:// or https:// URL", o.Pushgateway)
 	}
@@ -216,6 +222,8 @@ var usedBy = []struct {
 	{"skip-bad", func(c *Config) any { return c.Data.SkipBad }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders or tar shards (--data DIR with train/ and val/, --val-data, or --data SHARDS.tar)"},
 	{"shuffle-buffer", func(c *Config) any { return c.Data.ShuffleBuffer }, func(c *Config) bool { return c.Data.tarShards() && !c.Data.Ordered }, withData,
 		"tar shards read shuffled (--data SHARDS.tar, not with --shuffle=false)"},
+	{"flight-dir", func(c *Config) any { return c.Observe.FlightDir }, func(c *Config) bool { return c.Observe.FlightEvents > 0 },
+		func(c *Config) string { return "--flight-events 0" }, "the flight recorder's dumps (--flight-events above 0)"},
 	{"sample-log", func(c *Config) any { return c.Observe.SampleLog }, func(c *Config) bool { return c.Data.imageFolder() }, withData,
 		"image folders and tar shards, whose samples have names"},
 	{"data-workers", func(c *Config) any { return c.Data.Workers }, func(c *Config) bool { return c.Data.imageFolder() }, withData, "image folders or tar shards (--data DIR with train/ and val/, --val-data, or --data SHARDS.tar)"},

@@ -96,12 +96,18 @@ func TestValidate(t *testing.T) {
 		{"stall", func(c *Config) { c.Dist.StallTimeout = time.Second }, "--stall-timeout 1s is shorter"},
 		// device
 		{"threads", func(c *Config) { c.Device.Threads = -1 }, "--threads -1"},
+		{"threads above the pool's", func(c *Config) { c.Device.Threads = 257 }, "--threads 257: at most 256"},
 		{"bf16 on the CPU", func(c *Config) { c.Device.Precision = "bf16" }, "--precision bf16 is for --device cuda"},
 		{"gpu ring", func(c *Config) { c.Device.GPURing = "nvlink" }, `--gpu-ring "nvlink"`},
 		// observation and checkpoints
 		{"log every", func(c *Config) { c.Observe.LogEvery = 0 }, "--log-every 0"},
 		{"pushgateway URL", func(c *Config) { c.Observe.Pushgateway = "gateway:9091" }, `--pushgateway "gateway:9091"`},
 		{"pushgateway every", func(c *Config) { c.Observe.PushgatewayEvery = -1 }, "--pushgateway-every -1"},
+		{"plot not PNG", func(c *Config) { c.Observe.Plot = "curves.svg" }, "--plot curves.svg: only PNG"},
+		{"flight dir without the recorder", func(c *Config) { c.Observe.FlightDir, c.Set["flight-dir"] = "fl", true },
+			"--flight-dir fl is not used with --flight-events 0"},
+		{"flight dir with the recorder", func(c *Config) { c.Observe.FlightDir, c.Observe.FlightEvents, c.Set["flight-dir"] = "fl", 4096, true }, ""},
+		{"plot PNG in capitals", func(c *Config) { c.Observe.Plot = "CURVES.PNG" }, ""},
 		{"checkpoint every", func(c *Config) { c.Checkpoint.Every = -1 }, "--checkpoint-every -1"},
 		{"keep", func(c *Config) { c.Checkpoint.Keep = -1 }, "--keep -1"},
 		{"resume without dir", func(c *Config) { c.Checkpoint.Resume = true }, "--resume needs --checkpoint-dir"},
