@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -152,6 +154,36 @@ func libs() []cli.Flag {
 	return out
 }
 
+// hostOwn names the options that may differ between ranks (a host's own
+// library paths and ports); every other one must be the same on every
+// rank (trainer's sameOptions).
+var hostOwn = map[string]bool{openblasFlag.Name: true, metricsFlag.Name: true}
+
+func init() {
+	for _, f := range libFlags {
+		hostOwn[f.Name] = true
+	}
+}
+
+// buildRevision is the commit train was built from ("+modified" for a
+// tree with changes), or "unknown" outside version control.
+func buildRevision() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, modified := "unknown", ""
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			modified = "+modified"
+		}
+	}
+	return rev + modified
+}
+
 // gpuLibraries reads the --lib* options.
 func gpuLibraries(c *cli.Context) gpu.Libraries {
 	l := func(i int) string { return c.String(libFlags[i].Name) }
@@ -205,10 +237,19 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 	parse(&errs, &cfg.Device.Precision, trainer.ParsePrecision, c.String(precFlag.Name))
 	parse(&errs, &cfg.Observe.Progress, trainer.ParseProgress, c.String(progressFlag.Name))
 	for _, f := range trainFlags {
-		if n := f.Names()[0]; c.IsSet(n) { // on the command line or in its TRAIN_* variable
+		n := f.Names()[0]
+		if c.IsSet(n) { // on the command line or in its TRAIN_* variable
 			cfg.Set[n] = true
 		}
+		if !hostOwn[n] {
+			v := c.Value(n)
+			if _, ok := f.(*cli.IntSliceFlag); ok {
+				v = c.IntSlice(n)
+			}
+			cfg.Same = append(cfg.Same, fmt.Sprintf("--%s %v", n, v))
+		}
 	}
+	cfg.Same = append(cfg.Same, "build "+buildRevision())
 	m := &cfg.Model
 	m.Kind = gptPreset(m.Kind, func(f string) bool { return cfg.Set[f] }, &m.Layers, &m.Heads, &m.Dim, &m.Context)
 	if len(errs) > 0 {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 	"train/internal/near"
+	"train/mpi/mpitest"
 	"train/runlog"
 )
 
@@ -264,6 +265,46 @@ func TestBadInput(t *testing.T) {
 		if !bytes.Equal(after[name], b) {
 			t.Errorf("%s changed", name)
 		}
+	}
+}
+
+// TestRanksDisagree: ranks started with other options than rank 0's (an
+// mpirun MPMD line, a TRAIN_* variable on one host) end the job at its
+// start with one line naming the rank and the option, instead of a
+// truncated broadcast, a hang, or (--seed) overlapping shards trained
+// silently.
+func TestRanksDisagree(t *testing.T) {
+	e2e(t)
+	for _, tc := range []struct {
+		name string
+		rank [][]string // each rank's command
+		want string
+	}{
+		{"--hidden", [][]string{{bin, "--hidden", "128"}, {bin, "--hidden", "64"}}, "train: rank 1: --hidden [64] here, --hidden [128] on rank 0"},
+		{"TRAIN_SEED", [][]string{{bin}, {bin}, {"env", "TRAIN_SEED=2", bin}}, "train: rank 2: --seed 2 here, --seed 1 on rank 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			argv := append([]string{"mpirun"}, mpitest.Args(len(tc.rank))[2:]...) // the options without -np
+			for i, cmd := range tc.rank {
+				if i > 0 {
+					argv = append(argv, ":")
+				}
+				argv = append(append(argv, "-np", "1"), append(cmd, "--max-steps", "5")...)
+			}
+			r := runArgv(t, len(tc.rank), time.Minute, nil, argv)
+			if r.code == 0 {
+				t.Fatalf("exit 0\n%s%s", r.stdout, r.stderr)
+			}
+			lines := trainLines(r.stderr)
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], tc.want) {
+				t.Fatalf("want one line starting %q, got:\n%s", tc.want, r.stderr)
+			}
+			if strings.Contains(r.stdout, "step 1") {
+				t.Errorf("trained before refusing:\n%s", r.stdout)
+			}
+			noTrace(t, r)
+			t.Logf("exit %d in %v: %s", r.code, r.took.Round(time.Millisecond), lines[0])
+		})
 	}
 }
 

@@ -31,6 +31,10 @@ type Config struct {
 	// optimizer or device would not use is then refused instead of
 	// silently ignored. Options left at their defaults are not in it.
 	Set map[string]bool
+	// Same is what every rank must run alike (same.go): "--name value" for
+	// each option, at its default too, but those naming a host's own
+	// libraries or ports; and "build REVISION". Empty: nothing checked.
+	Same []string
 	// Fault, for tests: "RANK:STEP:KIND", see fault.go (TRAIN_FAULT).
 	Fault string
 }

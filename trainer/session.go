@@ -174,6 +174,9 @@ func NewSession(w *mpi.World, cfg Config, opt Options) (*Session, error) {
 			s.Close()
 		}
 	}()
+	if err := sameOptions(w, cfg.Same); err != nil {
+		return nil, err
+	}
 	if err := Agree(w, cfg.Validate()); err != nil {
 		return nil, err
 	}
