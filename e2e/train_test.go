@@ -222,6 +222,9 @@ func TestBadInput(t *testing.T) {
 		{"unwritable log file", 2, []string{"--log-file", filepath.Join(aFile, "log.jsonl")}, []string{"--log-file", "not a directory"}},
 		{"plot in a missing directory", 0, []string{"--plot", filepath.Join(tmp, "nodir", "curves.png")}, []string{"--plot " + filepath.Join(tmp, "nodir", "curves.png"), "no directory"}},
 		{"unwritable flight dir", 2, []string{"--flight-dir", filepath.Join(aFile, "flight")}, []string{"--flight-dir " + filepath.Join(aFile, "flight"), "not a directory"}},
+		// 784 x 1e9 + 1e9 weights and biases into the hidden layer, 1e9 x 10
+		// + 10 out of it: 6 TB with the gradients.
+		{"model larger than the machine", 0, []string{"--hidden", "1000000000"}, []string{"--model mlp: 795000000010 parameters", "GiB of memory and swap", "smaller model"}},
 		{"--openblas that does not load", 0, []string{"--openblas", "libopenblas-missing.so.0"}, []string{"--openblas libopenblas-missing.so.0", "none for the plain C loops"}},
 		// Options that another choice makes meaningless are refused, not
 		// ignored.

@@ -143,7 +143,9 @@ func layout(cfg Config, part Part, p *Params, mode *Mode) (*Model, error) {
 			}
 		}
 	case "cnn":
-		m.buildCNN()
+		if err := m.buildCNN(); err != nil {
+			return nil, err
+		}
 	case "resnet", "resnet-cifar":
 		family, err := ResNetFamily(cfg.Kind, cfg.Depth)
 		if err != nil {
@@ -168,8 +170,14 @@ func layout(cfg Config, part Part, p *Params, mode *Mode) (*Model, error) {
 //	conv1 5x5 -> 32, pad 2, ReLU, 2x2 max pool
 //	conv2 5x5 -> 64, pad 2, ReLU, 2x2 max pool
 //	flatten, fc1 -> 128, ReLU, fc2 -> classes
-func (m *Model) buildCNN() {
+//
+// The pools halve the sides, rounding down: below 4x4 nothing would be
+// left for fc1.
+func (m *Model) buildCNN() error {
 	c, h, w := m.Config.Input[0], m.Config.Input[1], m.Config.Input[2]
+	if h < 4 || w < 4 {
+		return fmt.Errorf("model: the CNN needs images of at least 4x4, not %dx%d (its two 2x2 max pools halve each side twice)", h, w)
+	}
 	p := m.Params
 	m.add(NewToNHWC(c, h, w), p.Len())
 	for i, out := range []int{32, 64} {
@@ -185,6 +193,7 @@ func (m *Model) buildCNN() {
 	m.add(NewReLU(128), p.Len())
 	before = p.Len()
 	m.add(NewLinear(p, "fc2", 128, m.Config.Classes), before)
+	return nil
 }
 
 // buildResNet is the CIFAR ResNet of He et al. 2016 (section 4.2): a 3x3

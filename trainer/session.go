@@ -365,6 +365,9 @@ func (s *Session) splitGrid() error {
 // layers' estimated cost.
 func (s *Session) buildModel(cfg model.Config) (*model.Model, error) {
 	if s.grid == nil {
+		if err := s.fits(cfg, model.Part{}); err != nil {
+			return nil, err
+		}
 		return model.Build(cfg)
 	}
 	whole, err := model.Layout(cfg)
@@ -380,6 +383,9 @@ func (s *Session) buildModel(cfg model.Config) (*model.Model, error) {
 		part.Stage = s.grid.At.P
 	}
 	s.cuts = part.Cuts
+	if err := s.fits(cfg, part); err != nil {
+		return nil, err
+	}
 	m, err := model.BuildPart(cfg, part)
 	if err != nil {
 		return nil, err
@@ -393,6 +399,20 @@ func (s *Session) buildModel(cfg model.Config) (*model.Model, error) {
 		}
 	}
 	return m, nil
+}
+
+// fits checks, from the layout alone, that this machine can hold this
+// rank's part of the model (memfit.go).
+func (s *Session) fits(cfg model.Config, part model.Part) error {
+	mi, ok := readMemInfo()
+	if !ok {
+		return nil
+	}
+	m, err := model.LayoutPart(cfg, part)
+	if err != nil {
+		return err
+	}
+	return fitsMemory(int64(m.Params.Len()), s.Cfg.Dist.Zero, s.Cfg.Model.Kind, mi)
 }
 
 // cut is where the pipeline's stages start: --stages' counts, or a cut
