@@ -41,6 +41,19 @@ type Config struct {
 // Names lists the optimizers New knows.
 var Names = []string{"sgd", "adam", "adamw"}
 
+// StateFloats is how many float32s of state the optimizer c keeps per
+// parameter (what New allocates): SGD's momentum buffer, Adam's two
+// moments.
+func StateFloats(c Config) int {
+	switch {
+	case c.Name == "adam" || c.Name == "adamw":
+		return 2
+	case c.Name == "sgd" && c.Momentum != 0:
+		return 1
+	}
+	return 0
+}
+
 // New returns the optimizer c names, for n parameters.
 func New(c Config, n int) (Optimizer, error) {
 	segs, err := segments(c.NoDecay, n)

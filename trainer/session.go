@@ -412,7 +412,12 @@ func (s *Session) fits(cfg model.Config, part model.Part) error {
 	if err != nil {
 		return err
 	}
-	return fitsMemory(int64(m.Params.Len()), s.Cfg.Dist.Zero, s.Cfg.Model.Kind, mi)
+	replicas := 1
+	if s.W != nil {
+		replicas = s.W.Size()
+	}
+	mm := modelMemory{n: int64(m.Params.Len()), state: optim.StateFloats(s.Cfg.Optim.optimConfig()), zero: s.Cfg.Dist.Zero, replicas: replicas}
+	return fitsMemory(mm, s.Cfg.Model.Kind, mi)
 }
 
 // cut is where the pipeline's stages start: --stages' counts, or a cut
