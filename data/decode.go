@@ -10,10 +10,14 @@ import (
 	"image/png"
 	"os"
 
+	"golang.org/x/image/bmp"
+	"golang.org/x/image/tiff"
+
 	"train/turbojpeg"
 )
 
-// DecodeRGB reads an image file (JPEG or PNG) into h rows of w RGB
+// DecodeRGB reads an image file (JPEG, PNG, BMP or TIFF, told by its
+// first bytes, not its name) into h rows of w RGB
 // pixels, as torchvision's default loader has it (PIL's
 // Image.open(path).convert("RGB")):
 //   - greyscale is copied into the three channels;
@@ -23,8 +27,14 @@ import (
 //   - palettes are looked up and alpha is dropped, not composited.
 //
 // JPEGs go to libjpeg-turbo, Pillow's decoder, when it loads (package
-// turbojpeg; JPEGDecoder says which), else to Go's image/jpeg. A file
-// that does not decode is an error naming it and the reason.
+// turbojpeg; JPEGDecoder says which), else to Go's image/jpeg; BMP and
+// TIFF to golang.org/x/image's decoders (lossless: Pillow's pixels).
+// WebP, PPM and PGM, the rest of torchvision's extensions, are named as
+// not read: x/image's lossy WebP decoder reads VP8's limited-range
+// colours as full-range ones (12 grey levels from Pillow's on average,
+// measured with TestPILDecode's files), so WebP waits for libwebp, as
+// JPEG went to libjpeg-turbo. A file that does not decode is an error
+// naming it and the reason.
 func DecodeRGB(path string) (pix []uint8, w, h int, err error) { return decodeRGBInto(nil, path) }
 
 // decodeRGBInto is DecodeRGB into buf's storage when it is large enough
@@ -55,8 +65,12 @@ func decodeBytesInto(buf, b []uint8, path string) (pix []uint8, w, h int, err er
 			return pix, w, h, nil
 		}
 		img, err = jpeg.Decode(bytes.NewReader(b))
+	case bytes.HasPrefix(b, []byte("BM")):
+		img, err = bmp.Decode(bytes.NewReader(b))
+	case bytes.HasPrefix(b, []byte("II*\x00")) || bytes.HasPrefix(b, []byte("MM\x00*")):
+		img, err = tiff.Decode(bytes.NewReader(b))
 	default:
-		return nil, 0, 0, fmt.Errorf("%s: not a JPEG or PNG file (train reads those two)", path)
+		return nil, 0, 0, fmt.Errorf("%s: %s", path, notDecoded)
 	}
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("%s: %w", path, err)
@@ -109,6 +123,9 @@ func decodeBytesInto(buf, b []uint8, path string) (pix []uint8, w, h int, err er
 	}
 	return pix, w, h, nil
 }
+
+// notDecoded ends the error of a file of no format train reads.
+const notDecoded = "not a JPEG, PNG, BMP or TIFF file (train reads those; convert WebP, PPM and PGM images to PNG)"
 
 // JPEGDecoder says what decodes JPEG files, for logs.
 func JPEGDecoder() string {

@@ -14,8 +14,9 @@ and DIR/in-N.raw, DIR/out-N.raw (row-major, channels interleaved).
 decode: real Fashion-MNIST and CIFAR-10 images, enlarged (one past 500
 pixels), saved as PNG (RGB, RGBA, L, LA, palette, palette with
 transparency, 16-bit greyscale) and JPEG (baseline 4:4:4, 4:2:0,
-progressive, greyscale, CMYK), and broken files (truncated, not an image,
-empty); writes each file, DIR/cases.json, and for each file PIL opens,
+progressive, greyscale, CMYK), BMP (RGB, L, palette), TIFF (RGB, LZW, L,
+RGBA), and broken files (truncated, not an image, empty, and a WebP and a
+PPM, which train does not read); writes each file, DIR/cases.json, and for each file PIL opens,
 Image.open(f).convert("RGB") (torchvision's loader) as DIR/NAME.raw.
 transforms: torchvision's (python3-torchvision) training view
 resized_crop(box, size) with and without hflip, and evaluation view
@@ -101,6 +102,13 @@ def decode_cases(out, fashion, cifar):
         add(f"{name}-progressive.jpg", lambda p: rgb.save(p, quality=85, progressive=True))
         add(f"{name}-grey.jpg", lambda p: im.convert("L").save(p, quality=90))
         add(f"{name}-cmyk.jpg", lambda p: rgb.convert("CMYK").save(p, quality=95))
+        add(f"{name}-rgb.bmp", lambda p: rgb.save(p))
+        add(f"{name}-l.bmp", lambda p: im.convert("L").save(p))
+        add(f"{name}-p.bmp", lambda p: pal.save(p))
+        add(f"{name}-rgb.tif", lambda p: rgb.save(p))
+        add(f"{name}-lzw.tif", lambda p: rgb.save(p, compression="tiff_lzw"))
+        add(f"{name}-l.tif", lambda p: im.convert("L").save(p))
+        add(f"{name}-rgba.tif", lambda p: rgba.save(p))
     good = os.path.join(out, cases[7]["file"])
     with open(good, "rb") as f:
         blob = f.read()
@@ -110,6 +118,9 @@ def decode_cases(out, fashion, cifar):
     add("truncated.png", lambda p: open(p, "wb").write(png[: len(png) // 2]), True)
     add("not-an-image.jpg", lambda p: open(p, "wb").write(b"this is text, not a JPEG\n" * 10), True)
     add("empty.png", lambda p: open(p, "wb").close(), True)
+    # WebP and PPM, in torchvision's extensions, are named as not read.
+    add("image.webp", lambda p: Image.open(good).convert("RGB").save(p, quality=90), True)
+    add("image.ppm", lambda p: Image.open(good).convert("RGB").save(p), True)
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f)
     print(len(cases), "cases")
