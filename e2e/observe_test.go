@@ -386,3 +386,45 @@ func TestPrometheusScripts(t *testing.T) {
 		t.Error("epilog left the targets file")
 	}
 }
+
+// TestPushgatewaySilent: a Pushgateway that takes the connection and
+// never answers does not hold the job: every step pushes
+// (--pushgateway-every 1), the job ends with exit 0 within the push's
+// timeout (5 s) twice over, and says so in two lines (the first failure,
+// the end's). Before, rank 0 waited in the first push with no timeout,
+// every other rank in the next collective, and SIGTERM went unheard.
+func TestPushgatewaySilent(t *testing.T) {
+	e2e(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		var held []net.Conn // accepted, never read or answered
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	gw := "http://" + ln.Addr().String()
+	r := trainRun(t, 2, time.Minute, nil, "--max-steps", "30", "--log-every", "10", "--pushgateway", gw, "--pushgateway-every", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "done: step 30") {
+		t.Fatalf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r.took > 25*time.Second {
+		t.Errorf("the job took %v with a silent gateway", r.took)
+	}
+	lines := trainLines(r.stderr)
+	if len(lines) != 2 || !strings.Contains(lines[0], "--pushgateway "+gw) || !strings.Contains(lines[1], "the final one included, failed") {
+		t.Errorf("want two lines about the gateway, got:\n%s", r.stderr)
+	}
+	noTrace(t, r)
+	t.Logf("ended in %v: %s", r.took.Round(time.Millisecond), strings.Join(lines, " | "))
+}
