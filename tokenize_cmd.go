@@ -114,6 +114,17 @@ func writeShards(dir string, tokens []uint16, docs int, tk data.Tokenizer, val, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out %s: %v", dir, err)
 	}
+	// Training reads every *_train_*.bin and *_val_*.bin of the directory
+	// (data.LoadTokens): shards left from other text, say more of them
+	// than this text makes, would be read with these.
+	var old []string
+	for _, split := range []string{"train", "val"} {
+		m, _ := filepath.Glob(filepath.Join(dir, "*_"+split+"_*.bin"))
+		old = append(old, m...)
+	}
+	if len(old) > 0 {
+		return fmt.Errorf("--out %s already holds %d token shard(s) (%s...), which training would read with the new ones: remove them, or name another --out", dir, len(old), filepath.Base(old[0]))
+	}
 	name := filepath.Base(filepath.Clean(dir))
 	shards := 0
 	for _, split := range []struct {

@@ -16,7 +16,8 @@ import (
 // ("<|endoftext|>" before each document, then "Hello world" -> 15496, 995,
 // the ids GPT-2's tokenizer is published with), the first --val-tokens as
 // the validation split, and tokenizer.json; --doc-separator splits
-// documents; --bytes writes raw bytes; bad input is one line.
+// documents; --bytes writes raw bytes; bad input is one line, and a
+// directory that holds shards already is refused, untouched.
 func TestTokenize(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
@@ -56,12 +57,17 @@ func TestTokenize(t *testing.T) {
 		{[]string{"tokenize", "--out", filepath.Join(dir, "x"), filepath.Join(dir, "missing.txt")}, "missing.txt"},
 		{[]string{"tokenize", "--out", filepath.Join(dir, "x"), "--val-tokens", "100", text}, "--val-tokens 100"},
 		{[]string{"tokenize", "--out", filepath.Join(dir, "x")}, "name the text files"},
+		// Again into hw: training would read its shards with the new ones.
+		{[]string{"tokenize", "--out", out, "--val-tokens", "1", text}, "--out " + out + " already holds 2 token shard(s)"},
 	} {
 		r := trainRun(t, 0, time.Minute, nil, bad.args...)
 		if lines := trainLines(r.stderr); r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], bad.want) {
 			t.Errorf("%v: exit %d, %q: want one line with %q", bad.args, r.code, r.stderr, bad.want)
 		}
 		noTrace(t, r)
+	}
+	if again, err := data.LoadTokens(out, 0); err != nil || !slices.Equal(append(again.Val, again.Train...), all) {
+		t.Errorf("the refused run changed %s's tokens: %v", out, err)
 	}
 }
 
