@@ -213,6 +213,13 @@ func packFolders(c *cli.Context) error {
 	if data.IsImageFolder(dir) {
 		splits = [][2]string{{filepath.Join(dir, "train"), "train"}, {filepath.Join(dir, "val"), "val"}}
 	}
+	// A shard left from an earlier pack would be read with these by a
+	// pattern that names it (the earlier pack's, say, of more shards).
+	for _, sp := range splits {
+		if old, _ := filepath.Glob(filepath.Join(out, sp[1]+"-*.tar")); len(old) > 0 {
+			return fmt.Errorf("train data pack: -o %s already holds %d %s-*.tar shard(s): remove them, or name another -o", out, len(old), sp[1])
+		}
+	}
 	for _, sp := range splits {
 		f, err := data.ScanFolder(sp[0])
 		if err != nil {

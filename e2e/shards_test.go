@@ -144,6 +144,17 @@ for p in sys.argv[1:]:
         for m in t:
             print(m.name, t.extractfile(m).read().decode() if m.name.endswith(".cls") else "")`
 	paths, _ := filepath.Glob(filepath.Join(shards, "train-*.tar"))
+	// Packing again into the same directory is refused, the shards left
+	// as they were: an earlier pack's pattern would read them with the
+	// new ones.
+	before := dirBytes(t, shards)
+	again := trainRun(t, 0, time.Minute, nil, "data", "pack", folder, "-o", shards, "--shard-mb", "1")
+	if lines := trainLines(again.stderr); again.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "-o "+shards+" already holds") {
+		t.Errorf("a second pack into %s: exit %d, %q", shards, again.code, again.stderr)
+	}
+	if after := dirBytes(t, shards); len(after) != len(before) {
+		t.Errorf("a refused pack changed %s: %d files, %d before", shards, len(after), len(before))
+	}
 	if len(paths) < 3 {
 		t.Fatalf("train data pack wrote %d training shards, want several (--shard-mb 0.01)", len(paths))
 	}
