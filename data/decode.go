@@ -14,11 +14,12 @@ import (
 	"golang.org/x/image/tiff"
 
 	"train/turbojpeg"
+	"train/webp"
 )
 
-// DecodeRGB reads an image file (JPEG, PNG, BMP or TIFF, told by its
-// first bytes, not its name) into h rows of w RGB
-// pixels, as torchvision's default loader has it (PIL's
+// DecodeRGB reads an image file (JPEG, PNG, WebP, BMP or TIFF, told by
+// its first bytes, not its name) into h rows of w RGB pixels, as
+// torchvision's default loader has it (PIL's
 // Image.open(path).convert("RGB")):
 //   - greyscale is copied into the three channels;
 //   - 16-bit greyscale is clipped to 255, as Pillow's "I" to "RGB" does
@@ -27,14 +28,13 @@ import (
 //   - palettes are looked up and alpha is dropped, not composited.
 //
 // JPEGs go to libjpeg-turbo, Pillow's decoder, when it loads (package
-// turbojpeg; JPEGDecoder says which), else to Go's image/jpeg; BMP and
-// TIFF to golang.org/x/image's decoders (lossless: Pillow's pixels).
-// WebP, PPM and PGM, the rest of torchvision's extensions, are named as
-// not read: x/image's lossy WebP decoder reads VP8's limited-range
-// colours as full-range ones (12 grey levels from Pillow's on average,
-// measured with TestPILDecode's files), so WebP waits for libwebp, as
-// JPEG went to libjpeg-turbo. A file that does not decode is an error
-// naming it and the reason.
+// turbojpeg; JPEGDecoder says which), else to Go's image/jpeg; WebP to
+// libwebp, Pillow's decoder too (package webp; without it a WebP file is
+// an error saying so: golang.org/x/image/webp's lossy pixels were 12
+// grey levels from Pillow's on average); BMP and TIFF to
+// golang.org/x/image's decoders (lossless: Pillow's pixels). PPM and
+// PGM, the rest of torchvision's extensions, are named as not read. A
+// file that does not decode is an error naming it and the reason.
 func DecodeRGB(path string) (pix []uint8, w, h int, err error) { return decodeRGBInto(nil, path) }
 
 // decodeRGBInto is DecodeRGB into buf's storage when it is large enough
@@ -65,6 +65,15 @@ func decodeBytesInto(buf, b []uint8, path string) (pix []uint8, w, h int, err er
 			return pix, w, h, nil
 		}
 		img, err = jpeg.Decode(bytes.NewReader(b))
+	case len(b) >= 12 && string(b[:4]) == "RIFF" && string(b[8:12]) == "WEBP":
+		if err := webp.Available(); err != nil {
+			return nil, 0, 0, fmt.Errorf("%s: a WebP file, which train reads through libwebp, and that did not load (%v): install Debian's libwebp7, or convert the images to PNG", path, err)
+		}
+		pix, w, h, err := webp.DecodeRGBInto(buf, b)
+		if err != nil {
+			return nil, 0, 0, fmt.Errorf("%s: %w", path, err)
+		}
+		return pix, w, h, nil
 	case bytes.HasPrefix(b, []byte("BM")):
 		img, err = bmp.Decode(bytes.NewReader(b))
 	case bytes.HasPrefix(b, []byte("II*\x00")) || bytes.HasPrefix(b, []byte("MM\x00*")):
@@ -125,7 +134,7 @@ func decodeBytesInto(buf, b []uint8, path string) (pix []uint8, w, h int, err er
 }
 
 // notDecoded ends the error of a file of no format train reads.
-const notDecoded = "not a JPEG, PNG, BMP or TIFF file (train reads those; convert WebP, PPM and PGM images to PNG)"
+const notDecoded = "not a JPEG, PNG, WebP, BMP or TIFF file (train reads those; convert PPM and PGM images to PNG)"
 
 // JPEGDecoder says what decodes JPEG files, for logs.
 func JPEGDecoder() string {

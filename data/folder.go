@@ -23,8 +23,8 @@ type Folder struct {
 }
 
 // imageExts are torchvision's IMG_EXTENSIONS (matched ignoring case):
-// every one is a sample; DecodeRGB reads JPEG, PNG, BMP and TIFF and
-// names the others (WebP, PPM, PGM) as not read.
+// every one is a sample; DecodeRGB reads JPEG, PNG, WebP, BMP and TIFF
+// and names the others (PPM, PGM) as not read.
 var imageExts = []string{".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"}
 
 func isImage(name string) bool {

@@ -64,9 +64,10 @@ func TestPILResize(t *testing.T) {
 // Pillow's; and JPEG (baseline 4:4:4 and 4:2:0, progressive, greyscale,
 // CMYK) within one grey level, decoded by libjpeg-turbo (Pillow's own
 // decoder; Go's image/jpeg misses that by up to 43 levels on 4:2:0);
+// WebP (lossless and lossy, RGB and RGBA; libwebp, Pillow's decoder),
 // BMP (RGB, greyscale, palette) and TIFF (RGB, LZW, greyscale, RGBA)
-// exactly. Broken files (truncated JPEG and PNG, text, empty) and those
-// train does not read (WebP, PPM) are one error naming the file.
+// exactly. Broken files (truncated JPEG, PNG and WebP, text, empty) and
+// those train does not read (PPM) are one error naming the file.
 func TestPILDecode(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
@@ -120,7 +121,7 @@ func TestPILDecode(t *testing.T) {
 				t.Errorf("%s: pixels differ from Pillow's by up to %d grey levels (JPEG within 1)", kind, d)
 			}
 		case d != 0:
-			t.Errorf("%s: pixels differ from Pillow's by up to %d grey levels (PNG, BMP and TIFF must be exact)", kind, d)
+			t.Errorf("%s: pixels differ from Pillow's by up to %d grey levels (PNG, WebP, BMP and TIFF must be exact)", kind, d)
 		}
 	}
 }

@@ -15,8 +15,9 @@ decode: real Fashion-MNIST and CIFAR-10 images, enlarged (one past 500
 pixels), saved as PNG (RGB, RGBA, L, LA, palette, palette with
 transparency, 16-bit greyscale) and JPEG (baseline 4:4:4, 4:2:0,
 progressive, greyscale, CMYK), BMP (RGB, L, palette), TIFF (RGB, LZW, L,
-RGBA), and broken files (truncated, not an image, empty, and a WebP and a
-PPM, which train does not read); writes each file, DIR/cases.json, and for each file PIL opens,
+RGBA), WebP (lossless and lossy, RGB and RGBA), and broken files
+(truncated JPEG, PNG and WebP, not an image, empty, and a PPM, which
+train does not read); writes each file, DIR/cases.json, and for each file PIL opens,
 Image.open(f).convert("RGB") (torchvision's loader) as DIR/NAME.raw.
 transforms: torchvision's (python3-torchvision) training view
 resized_crop(box, size) with and without hflip, and evaluation view
@@ -109,6 +110,10 @@ def decode_cases(out, fashion, cifar):
         add(f"{name}-lzw.tif", lambda p: rgb.save(p, compression="tiff_lzw"))
         add(f"{name}-l.tif", lambda p: im.convert("L").save(p))
         add(f"{name}-rgba.tif", lambda p: rgba.save(p))
+        add(f"{name}-lossless.webp", lambda p: rgb.save(p, lossless=True))
+        add(f"{name}-rgbalossless.webp", lambda p: rgba.save(p, lossless=True))
+        add(f"{name}-lossy.webp", lambda p: rgb.save(p, quality=90))
+        add(f"{name}-rgbalossy.webp", lambda p: rgba.save(p, quality=90))
     good = os.path.join(out, cases[7]["file"])
     with open(good, "rb") as f:
         blob = f.read()
@@ -118,9 +123,11 @@ def decode_cases(out, fashion, cifar):
     add("truncated.png", lambda p: open(p, "wb").write(png[: len(png) // 2]), True)
     add("not-an-image.jpg", lambda p: open(p, "wb").write(b"this is text, not a JPEG\n" * 10), True)
     add("empty.png", lambda p: open(p, "wb").close(), True)
-    # WebP and PPM, in torchvision's extensions, are named as not read.
-    add("image.webp", lambda p: Image.open(good).convert("RGB").save(p, quality=90), True)
+    # PPM, in torchvision's extensions, is named as not read.
     add("image.ppm", lambda p: Image.open(good).convert("RGB").save(p), True)
+    with open(os.path.join(out, cases[-6]["file"]), "rb") as f:
+        webp = f.read()
+    add("truncated.webp", lambda p: open(p, "wb").write(webp[: len(webp) // 2]), True)
     with open(os.path.join(out, "cases.json"), "w") as f:
         json.dump(cases, f)
     print(len(cases), "cases")

@@ -28,11 +28,11 @@ as_root() {
 }
 
 # Debian packages: OpenMPI, the C toolchain cgo needs, OpenBLAS,
-# libjpeg-turbo (Pillow's JPEG decoder, opened at run time), the
-# Fashion-MNIST dataset (/usr/share/datasets/fashion-mnist), and text for
-# language models (bible-kjv: `bible -f Gen1:1-Rev22:21` prints the King
+# libjpeg-turbo and libwebp (Pillow's JPEG and WebP decoders, opened at run
+# time), the Fashion-MNIST dataset (/usr/share/datasets/fashion-mnist), and
+# text for language models (bible-kjv: `bible -f Gen1:1-Rev22:21` prints the King
 # James text; fortunes: /usr/share/games/fortunes/*.u8).
-packages=(openmpi-bin libopenmpi-dev libopenblas-dev libturbojpeg0 pkg-config gcc libc6-dev
+packages=(openmpi-bin libopenmpi-dev libopenblas-dev libturbojpeg0 libwebp7 pkg-config gcc libc6-dev
 	dataset-fashion-mnist bible-kjv fortunes ca-certificates curl unzip git)
 ((test_deps)) && packages+=(g++ python3-torch python3-torchvision python3-pil python3-numpy prometheus prometheus-pushgateway slurm-wlm munge iproute2)
 missing=()
