@@ -133,8 +133,9 @@ type reporter struct {
 // newReporter writes to out. progress auto shows a bar when out is a
 // terminal and no launcher started us (launcher names the variable by
 // which one announced the rank), since mpirun gives every rank a
-// pseudo-terminal even when its own output goes to a file. plot, when set, is the PNG drawn from the records at the end: its
-// directory must take a file now, not after hours of training.
+// pseudo-terminal even when its own output goes to a file. plot, when
+// set, is the PNG drawn from the records at the end: its directory must
+// take a file now, not after hours of training.
 func newReporter(out io.Writer, logFile string, resume bool, progress Progress, launcher string, plot string) (*reporter, error) {
 	r := &reporter{out: out, keep: plot != ""}
 	if plot != "" {
