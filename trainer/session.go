@@ -362,35 +362,35 @@ func (s *Session) splitGrid() error {
 
 // buildModel builds the network cfg describes, or this rank's part of it
 // on a pipeline: the stages cut as --stages says, or balanced by the
-// layers' estimated cost.
+// layers' estimated cost. The layout comes first, without storage; the
+// buffers are allocated once this machine is known to hold them
+// (memfit.go).
 func (s *Session) buildModel(cfg model.Config) (*model.Model, error) {
-	if s.grid == nil {
-		if err := s.fits(cfg, model.Part{}); err != nil {
+	var part model.Part
+	if s.grid != nil {
+		whole, err := model.Layout(cfg)
+		if err != nil {
 			return nil, err
 		}
-		return model.Build(cfg)
+		s.layerNames = whole.LayerNames()
+		part = model.Part{Shard: s.grid.At.T, Shards: s.grid.T}
+		if s.grid.P > 1 {
+			if part.Cuts, err = s.cut(whole); err != nil {
+				return nil, err
+			}
+			part.Stage = s.grid.At.P
+		}
+		s.cuts = part.Cuts
 	}
-	whole, err := model.Layout(cfg)
+	m, err := model.LayoutPart(cfg, part)
 	if err != nil {
 		return nil, err
 	}
-	s.layerNames = whole.LayerNames()
-	part := model.Part{Shard: s.grid.At.T, Shards: s.grid.T}
-	if s.grid.P > 1 {
-		if part.Cuts, err = s.cut(whole); err != nil {
-			return nil, err
-		}
-		part.Stage = s.grid.At.P
-	}
-	s.cuts = part.Cuts
-	if err := s.fits(cfg, part); err != nil {
+	if err := s.fits(int64(m.Params.Len())); err != nil {
 		return nil, err
 	}
-	m, err := model.BuildPart(cfg, part)
-	if err != nil {
-		return nil, err
-	}
-	if s.grid.T > 1 {
+	m.Params.Alloc()
+	if s.grid != nil && s.grid.T > 1 {
 		t := s.grid.Tensor
 		m.Mode.TensorReduce = func(b []float32) {
 			if err := t.AllreduceFloat32(b, mpi.Sum); err != nil && s.tensorErr == nil {
@@ -401,22 +401,18 @@ func (s *Session) buildModel(cfg model.Config) (*model.Model, error) {
 	return m, nil
 }
 
-// fits checks, from the layout alone, that this machine can hold this
-// rank's part of the model (memfit.go).
-func (s *Session) fits(cfg model.Config, part model.Part) error {
+// fits checks that this machine can hold n parameters of this rank's, with
+// their gradients and optimizer state (memfit.go).
+func (s *Session) fits(n int64) error {
 	mi, ok := readMemInfo()
 	if !ok {
 		return nil
-	}
-	m, err := model.LayoutPart(cfg, part)
-	if err != nil {
-		return err
 	}
 	replicas := 1
 	if s.W != nil {
 		replicas = s.W.Size()
 	}
-	mm := modelMemory{n: int64(m.Params.Len()), state: optim.StateFloats(s.Cfg.Optim.optimConfig()), zero: s.Cfg.Dist.Zero, replicas: replicas}
+	mm := modelMemory{n: n, state: optim.StateFloats(s.Cfg.Optim.optimConfig()), zero: s.Cfg.Dist.Zero, replicas: replicas}
 	return fitsMemory(mm, s.Cfg.Model.Kind, mi)
 }
 
