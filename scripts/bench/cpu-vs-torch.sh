@@ -11,9 +11,9 @@
 #
 # Then train alone at np=1 with 1 and with T threads, interleaved: how a
 # rank scales with its threads (the issue's target: at least 0.9 T).
-# SCALE_ONLY=1 runs only that part. T one-thread processes, each on its
-# own core and sharing nothing, run in the same rounds: the most T cores
-# give this work here.
+# T one-thread processes, each on its own core and sharing nothing, run
+# in the same rounds: the most T cores give this work here. SCALE_ONLY=1
+# runs only that part, COMPARE_ONLY=1 only the comparisons.
 #
 # ResNet-20 and the MLP: batch 64 per rank of 1x28x28, SGD with momentum,
 # BatchNorm per rank on both sides (PyTorch DDP's default; train
@@ -46,7 +46,10 @@ T=${3:-$(nproc)}
 here=$(dirname "$(realpath "$0")")
 train=${TRAIN_BIN:-$here/../../train}
 export TRAIN_METRICS_ADDR=
-jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 jconf=dirty_decay_ms:-1,muzzy_decay_ms:-1
+# PYTHON and JEMALLOC name others (the GPU machine's PyTorch, a carried
+# jemalloc: scripts/bench/many-cores.sh).
+python=${PYTHON:-/usr/bin/python3}
+jemalloc=${JEMALLOC:-/usr/lib/x86_64-linux-gnu/libjemalloc.so.2} jconf=dirty_decay_ms:-1,muzzy_decay_ms:-1
 [[ -e $jemalloc ]] || { echo "cpu-vs-torch.sh: $jemalloc is missing: apt-get install libjemalloc2" >&2; exit 1; }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 json() { python3 -c "import json,sys; print('%.1f' % json.loads(sys.stdin.read())['$1'])"; }
@@ -83,10 +86,10 @@ run() {
 		out=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads")
 		t=$(awk -v u="$unit" '$1==u{print $2}' <<<"$out")
 		r=$(awk '/^peak RSS per rank/{print $5}' <<<"$out")
-		out=$(twice "${mpi[@]}" /usr/bin/python3 "${pargs[@]}" --threads "$threads")
+		out=$(twice "${mpi[@]}" "$python" "${pargs[@]}" --threads "$threads")
 		p=$(json "$key" <<<"$out")
 		q=$(json peak_rss_mib <<<"$out")
-		out=$(twice "${mpi[@]}" env LD_PRELOAD="$jemalloc" MALLOC_CONF="$jconf" /usr/bin/python3 "${pargs[@]}" --threads "$threads")
+		out=$(twice "${mpi[@]}" env LD_PRELOAD="$jemalloc" MALLOC_CONF="$jconf" "$python" "${pargs[@]}" --threads "$threads")
 		j=$(json "$key" <<<"$out")
 		k=$(json peak_rss_mib <<<"$out")
 		echo "round $i: train $t $unit (peak RSS $r MiB), PyTorch $p $unit (peak RSS $q MiB), PyTorch+jemalloc $j $unit (peak RSS $k MiB)"
@@ -98,21 +101,29 @@ run() {
 	echo "median $unit: train $a, PyTorch $b, PyTorch+jemalloc $c; train/PyTorch $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", a/b}'), train/(PyTorch+jemalloc) $(awk -v a="$a" -v b="$c" 'BEGIN{printf "%.2f", a/b}'); median peak RSS per rank (MiB): train $(median <<<"$tr"), PyTorch $(median <<<"$pr"), PyTorch+jemalloc $(median <<<"$jr")"
 }
 
-echo "# $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $rounds rounds, T=$T; PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)')"
+echo "# $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $rounds rounds, T=$T; PyTorch $("$python" -c 'import torch; print(torch.__version__)')"
 echo "# CPU: $(awk -F': ' '/^model name/{m=$2} /^cpu family/{f=$2} /^model\t/{n=$2} END{print m", family "f" model "n}' /proc/cpuinfo); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}"
 resnet=(--model resnet --depth 20 --batch-size 64 --steps 20 --warmup 3)
 mlp=(--model mlp --hidden 256 --batch-size 64 --steps 200 --warmup 20)
 gpt=(--layers 6 --heads 6 --dim 384 --context 256 --batch-size 4)
+# WORKLOADS picks and orders the comparisons (default: all four).
+workloads=${WORKLOADS:-im2col winograd mlp gpt}
 for np in 1 "$T"; do
 	[[ -n ${SCALE_ONLY:-} ]] && break
 	th=$T
 	[[ $np -gt 1 ]] && th=1
-	run "ResNet-20, --conv im2col" "$np" "$th" "${resnet[@]}" --bn local --conv im2col -- "$here/../torch_bench.py" "${resnet[@]}"
-	run "ResNet-20 (Winograd, the default)" "$np" "$th" "${resnet[@]}" --bn local -- "$here/../torch_bench.py" "${resnet[@]}"
-	run "MLP 784-256-10" "$np" "$th" "${mlp[@]}" --bn local -- "$here/../torch_bench.py" "${mlp[@]}"
-	run "GPT" "$np" "$th" --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --weight-decay 0.1 --steps 5 --warmup 1 -- \
-		"$here/../torch_gpt.py" bench --data "$data" "${gpt[@]}" --steps 5 --warmup 1
+	for w in $workloads; do
+		case $w in
+		im2col) run "ResNet-20, --conv im2col" "$np" "$th" "${resnet[@]}" --bn local --conv im2col -- "$here/../torch_bench.py" "${resnet[@]}" ;;
+		winograd) run "ResNet-20 (Winograd, the default)" "$np" "$th" "${resnet[@]}" --bn local -- "$here/../torch_bench.py" "${resnet[@]}" ;;
+		mlp) run "MLP 784-256-10" "$np" "$th" "${mlp[@]}" --bn local -- "$here/../torch_bench.py" "${mlp[@]}" ;;
+		gpt) run "GPT" "$np" "$th" --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --weight-decay 0.1 --steps 5 --warmup 1 -- \
+			"$here/../torch_gpt.py" bench --data "$data" "${gpt[@]}" --steps 5 --warmup 1 ;;
+		*) echo "cpu-vs-torch.sh: WORKLOADS: unknown $w (im2col, winograd, mlp, gpt)" >&2; exit 2 ;;
+		esac
+	done
 done
+[[ -n ${COMPARE_ONLY:-} ]] && exit 0
 
 # scale NAME UNIT TRAIN_ARGS: np=1 with 1 thread and with T, interleaved;
 # and, in the same rounds, T one-thread processes at once, each bound to

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Issue 18's measurements that need more cores than this project's 2-core
+# machines, for the GPU machine's 16 (../shared/GPU.md: no Go, no network,
+# and neither Debian's OpenBLAS nor jemalloc, so both travel with the
+# binary):
+#
+#   scripts/gpu-check.sh build && scripts/bench/many-cores.sh pack   # here
+#   scripts/bench/many-cores.sh run PART...                         # there
+#
+# pack adds to .gpu/ the libraries (OpenBLAS as Debian builds it, with
+# libgfortran and libquadmath, and jemalloc for PyTorch's runs) and the
+# GPT's tokens (TOKENS, default /tmp/kjv: `train tokenize` of the King
+# James Bible, as gpt-kjv.sh makes it). run puts the libraries on
+# LD_LIBRARY_PATH and runs each PART in turn, each cut off at its own
+# limit so that one slow part cannot take the others' time, writing
+# $OUT/many-cores-PART.txt as it goes:
+#
+#   probe      the cores, the BLAS train loads, PyTorch's version
+#   allreduce  train bench allreduce at np 2 and 4, 1 MB to 256 MB: shm,
+#              the ring and MPI_Allreduce in one run, memcpy beside them
+#   scale16    cpu-vs-torch.sh's scaling part at T = 16 (ResNet-20, GPT:
+#              1 thread, 16 threads, 16 one-thread processes at once)
+#   scale8     the same at T = 8
+#   torch2     cpu-vs-torch.sh's comparisons at T = 2 (np=1 with 2
+#              threads, np=2), ResNet-20 (Winograd) and the GPT
+#   torch16    the same at T = 16
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+bin=$PWD/.gpu
+
+case "${1:-}" in
+pack)
+	[[ -x $bin/train ]] || { echo "many-cores.sh: no $bin/train: run scripts/gpu-check.sh build first" >&2; exit 1; }
+	tokens=${TOKENS:-/tmp/kjv}
+	[[ -f $tokens/tokenizer.json ]] || { echo "many-cores.sh: no tokens in $tokens: set TOKENS to a train tokenize --out directory" >&2; exit 1; }
+	d=$(mktemp -d)
+	trap 'rm -rf "$d"' EXIT
+	for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libjemalloc.so.2; do
+		cp -L "/usr/lib/x86_64-linux-gnu/$l" "$d/" || exit 1
+	done
+	# Compressed: the carry to the GPU machine holds 64 MiB in all, and
+	# OpenBLAS alone is 36 MB.
+	tar czf "$bin/lib.tgz" -C "$d" . || exit 1
+	rm -rf "$bin/kjv" && cp -r "$tokens" "$bin/kjv" || exit 1
+	du -sh "$bin"
+	exit 0
+	;;
+run) shift ;;
+*)
+	echo "usage: scripts/bench/many-cores.sh pack | run PART..." >&2
+	exit 2
+	;;
+esac
+
+out=${OUT:-$(mktemp -d)}
+lib=$bin/lib
+mkdir -p "$lib" "$out" && tar xzf "$bin/lib.tgz" -C "$lib" || exit 1
+export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} TRAIN_METRICS_ADDR=
+export TRAIN_BIN=$bin/train JEMALLOC=$lib/libjemalloc.so.2 PYTHON=${PYTHON:-$(command -v python3)}
+mpi=(mpirun --oversubscribe)
+[[ $EUID -eq 0 ]] && mpi+=(--allow-run-as-root)
+
+part() {
+	case $1 in
+	probe)
+		echo "commit $(cat "$bin/commit" 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
+		lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node|L2|L3)'
+		free -g | head -2
+		"$PYTHON" -c 'import torch; print("PyTorch", torch.__version__, "threads", torch.get_num_threads())'
+		"$bin/train" bench step --model resnet --depth 20 --steps 3 --warmup 1 --threads 1 --openblas "$lib/libopenblas.so.0" | head -4
+		;;
+	allreduce)
+		for np in 2 4; do
+			echo "## mpirun -np $np train bench allreduce -b 1M -e 256M -f 4 -n 10 -w 3"
+			"${mpi[@]}" -np "$np" "$bin/train" bench allreduce -b 1M -e 256M -f 4 -n 10 -w 3
+		done
+		;;
+	scale16) SCALE_ONLY=1 scripts/bench/cpu-vs-torch.sh 3 "$bin/kjv" 16 ;;
+	scale8) SCALE_ONLY=1 scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 8 ;;
+	torch2) COMPARE_ONLY=1 WORKLOADS="winograd gpt" scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 2 ;;
+	torch16) COMPARE_ONLY=1 WORKLOADS="winograd gpt" scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 16 ;;
+	*) echo "many-cores.sh: unknown part $1" ;;
+	esac
+}
+declare -A limit=([probe]=60 [allreduce]=120 [scale16]=180 [scale8]=120 [torch2]=150 [torch16]=150)
+for p in "$@"; do
+	echo "== $p (at most ${limit[$p]:-60} s)"
+	start=$SECONDS
+	# timeout runs the part in a child bash: export the function's needs.
+	export -f part
+	export bin lib
+	timeout "${limit[$p]:-60}" bash -c "mpi=(${mpi[*]}); part $p" 2>&1 | tee "$out/many-cores-$p.txt"
+	echo "== $p: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s"
+done
