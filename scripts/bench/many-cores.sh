@@ -53,8 +53,9 @@ run) shift ;;
 esac
 
 out=${OUT:-$(mktemp -d)}
-lib=$bin/lib
-mkdir -p "$lib" "$out" && tar xzf "$bin/lib.tgz" -C "$lib" || exit 1
+lib=$(mktemp -d)
+trap 'rm -rf "$lib"' EXIT
+mkdir -p "$out" && tar xzf "$bin/lib.tgz" -C "$lib" || exit 1
 export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} TRAIN_METRICS_ADDR=
 export TRAIN_BIN=$bin/train JEMALLOC=$lib/libjemalloc.so.2 PYTHON=${PYTHON:-$(command -v python3)}
 mpi=(mpirun --oversubscribe)
