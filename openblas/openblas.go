@@ -43,6 +43,68 @@ type Info struct {
 	Threads int
 	// Forced is OPENBLAS_CORETYPE as the library loaded, "" if unset.
 	Forced string
+	// Replaced is the kernel set OpenBLAS chose itself when Load found it
+	// fallen back to Prescott's and loaded the library again with better
+	// ones (Core), "" otherwise.
+	Replaced string
+}
+
+// Prescott is the kernel set OpenBLAS falls back to for a CPU its table does
+// not know. Debian 12's OpenBLAS 0.3.21 does so for every Intel family-6
+// model it does not list, newer ones included (OpenBLAS 0.3.25 chooses by
+// the CPU's features instead: OpenMathLib/OpenBLAS#4268): on the GPU
+// machine's Emerald Rapids Xeon (model 207) its SSE3 kernels gave 24.8
+// GFLOP/s a core at 1024^3 against 152.2 with SkylakeX's, and ResNet-20 ran
+// at half the speed (docs/cores/2026-11-28-aa50dd5.md).
+const prescott = "Prescott"
+
+// features are the x86 capabilities the choice of kernels depends on, each
+// with the OS saving its registers.
+type features struct{ avx512bf16, avx512, avx2, avx bool }
+
+func cpuFeatures() features {
+	x := cpu.X86
+	return features{
+		avx512bf16: x.HasAVX512F && x.HasAVX512BW && x.HasAVX512DQ && x.HasAVX512VL && x.HasAVX512BF16,
+		avx512:     x.HasAVX512F && x.HasAVX512BW && x.HasAVX512DQ && x.HasAVX512VL,
+		avx2:       x.HasAVX2 && x.HasFMA,
+		avx:        x.HasAVX,
+	}
+}
+
+// betterCore is the kernel set to load in place of the one OpenBLAS chose
+// (core), or "" to keep it: only where OpenBLAS fell back to Prescott's on
+// its own (OPENBLAS_CORETYPE, forced, is the user's to set) and the CPU runs
+// better ones. The choice is what OpenBLAS 0.3.25 makes for a CPU it does
+// not know: Cooperlake with AVX-512 BF16, SkylakeX with AVX-512, Haswell
+// with AVX2 and FMA, Sandybridge with AVX.
+func betterCore(forced, core string, f features) string {
+	if forced != "" || !strings.EqualFold(core, prescott) {
+		return ""
+	}
+	switch {
+	case f.avx512bf16:
+		return "Cooperlake"
+	case f.avx512:
+		return "SkylakeX"
+	case f.avx2:
+		return "Haswell"
+	case f.avx:
+		return "Sandybridge"
+	}
+	return ""
+}
+
+// Fallback is a sentence for the job's log when Load replaced OpenBLAS's
+// Prescott kernels, or "".
+func (i Info) Fallback() string {
+	if i.Replaced == "" {
+		return ""
+	}
+	if strings.EqualFold(i.Core, i.Replaced) {
+		return fmt.Sprintf("OpenBLAS does not know this CPU and kept its %s kernels though loaded again to change them: set OPENBLAS_CORETYPE to the kernels the CPU runs (SkylakeX for AVX-512, Haswell for AVX2)", i.Core)
+	}
+	return fmt.Sprintf("OpenBLAS did not know this CPU and chose its %s kernels; loaded again with OPENBLAS_CORETYPE=%s, by the CPU's features", i.Replaced, i.Core)
 }
 
 // Narrowed is a sentence for the job's log when OPENBLAS_CORETYPE holds
@@ -69,9 +131,10 @@ func narrowed(forced, core string, avx512 bool) string {
 }
 
 var (
-	mu     sync.Mutex
-	loaded bool
-	forced string // OPENBLAS_CORETYPE when the library loaded
+	mu       sync.Mutex
+	loaded   bool
+	forced   string // OPENBLAS_CORETYPE when the library loaded
+	replaced string // the kernels OpenBLAS chose, where Load chose others
 )
 
 // Load opens OpenBLAS (path, or Library when empty), sets its thread
@@ -91,11 +154,14 @@ func Load(path string, threads int) (Info, error) {
 		// this variable: set it first so it never starts more.
 		os.Setenv("OPENBLAS_NUM_THREADS", strconv.Itoa(threads))
 		forced = os.Getenv("OPENBLAS_CORETYPE")
-		cpath := C.CString(path)
-		defer C.free(unsafe.Pointer(cpath))
-		var buf [512]C.char
-		if C.ob_load(cpath, &buf[0], C.int(len(buf))) != 0 {
-			return Info{}, fmt.Errorf("OpenBLAS: %s", C.GoString(&buf[0]))
+		if err := open(path); err != nil {
+			return Info{}, err
+		}
+		if want := betterCore(forced, corename(), cpuFeatures()); want != "" {
+			replaced = corename()
+			if err := reopen(path, want); err != nil {
+				return Info{}, err
+			}
 		}
 		loaded = true
 		cblas.Store((*byte)(C.ob_sgemm_ptr()))
@@ -103,11 +169,36 @@ func Load(path string, threads int) (Info, error) {
 	C.ob_set_threads(C.int(threads))
 	blas32.Use(Implementation{})
 	return Info{
-		Core:    C.GoString(C.ob_corename()),
-		Config:  C.GoString(C.ob_config()),
-		Threads: int(C.ob_get_threads()),
-		Forced:  forced,
+		Core:     corename(),
+		Config:   C.GoString(C.ob_config()),
+		Threads:  int(C.ob_get_threads()),
+		Forced:   forced,
+		Replaced: replaced,
 	}, nil
+}
+
+func open(path string) error {
+	cpath := C.CString(path)
+	defer C.free(unsafe.Pointer(cpath))
+	var buf [512]C.char
+	if C.ob_load(cpath, &buf[0], C.int(len(buf))) != 0 {
+		return fmt.Errorf("OpenBLAS: %s", C.GoString(&buf[0]))
+	}
+	return nil
+}
+
+func corename() string { return C.GoString(C.ob_corename()) }
+
+// reopen closes the library and opens it again with OPENBLAS_CORETYPE set
+// to core: OpenBLAS reads the variable only while it starts. The variable
+// is unset again afterwards, so that nothing this process starts inherits
+// a choice made for this CPU. Where the library did not unload (another
+// user of it in the process), its kernels stay as they were: Info says so.
+func reopen(path, core string) error {
+	C.ob_unload()
+	os.Setenv("OPENBLAS_CORETYPE", core)
+	defer os.Unsetenv("OPENBLAS_CORETYPE")
+	return open(path)
 }
 
 // CblasSgemm is the loaded library's cblas_sgemm, for C code that calls

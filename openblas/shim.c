@@ -6,6 +6,7 @@
 typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha,
                          const float *a, int lda, const float *b, int ldb, float beta,
                          float *c, int ldc);
+static void *handle;
 static sgemm_fn p_sgemm;
 static void (*p_set_threads)(int);
 static int (*p_get_threads)(void);
@@ -31,7 +32,22 @@ int ob_load(const char *path, char *err, int errlen) {
 		dlclose(h);
 		return -1;
 	}
+	handle = h;
 	return 0;
+}
+
+// ob_unload closes the library, so that the next ob_load runs its start-up
+// again (OpenBLAS picks its kernels there, once). Nothing may call the old
+// pointers afterwards.
+void ob_unload(void) {
+	if (handle)
+		dlclose(handle);
+	handle = NULL;
+	p_sgemm = NULL;
+	p_set_threads = NULL;
+	p_get_threads = NULL;
+	p_corename = NULL;
+	p_config = NULL;
 }
 
 void ob_sgemm(int transA, int transB, int m, int n, int k, float alpha, const float *a, int lda,

@@ -3,6 +3,7 @@
 #ifndef TRAIN_OPENBLAS_SHIM_H
 #define TRAIN_OPENBLAS_SHIM_H
 int ob_load(const char *path, char *err, int errlen);
+void ob_unload(void);
 void ob_sgemm(int transA, int transB, int m, int n, int k, float alpha, const float *a, int lda,
               const float *b, int ldb, float beta, float *c, int ldc);
 void *ob_sgemm_ptr(void);

@@ -538,8 +538,10 @@ func (s *Session) loadBLAS() (string, error) {
 		return fmt.Sprintf("blas: none, plain C loops (%v), %d thread(s) per rank%s", err, threads, conv), nil
 	}
 	core := info.Core
-	if n := info.Narrowed(); n != "" {
-		core += " (" + n + ")"
+	for _, n := range []string{info.Narrowed(), info.Fallback()} {
+		if n != "" {
+			core += " (" + n + ")"
+		}
 	}
 	return fmt.Sprintf("blas: OpenBLAS %s, %d thread(s) per rank%s", core, threads, conv), nil
 }
