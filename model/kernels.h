@@ -88,6 +88,13 @@ void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, con
 void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
                  float *work, const struct k_wino_plan *p);
 size_t k_wino_work_floats(size_t n, size_t w, size_t C, size_t O, const struct k_wino_plan *p);
+size_t k_wino_class_tiles(const struct k_wino_plan *p, int i);
+long k_wino_wide_runs(void);
+size_t k_wino_class_points(const struct k_wino_plan *p, int i);
+void k_wino_spread(int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero,
+                   const struct k_wino_plan *p, int i);
+void k_wino_gather(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink,
+                   const struct k_wino_plan *p, int i);
 void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, int flip, float beta,
                     int m);
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,

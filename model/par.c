@@ -615,6 +615,120 @@ static size_t wino_part(const struct k_conv_shape *s, const struct k_wino_plan *
 static float *ukern;
 static size_t ukern_cap;
 
+// ---- Winograd passes wider than their parts ----
+//
+// A pass with fewer parts than threads leaves the rest idle: at batch 64,
+// ResNet-20's 7x7 layers are 2 parts of 32 images (128 tiles as the
+// products' rows, for their efficiency: wino_part) and its 14x14 layers
+// 8. Timed pass by pass at one thread (a throwaway counter in run_chunks,
+// 5b7e0d0), those passes were 30% of the step, and at 16 threads they
+// alone bound a rank to 5.5 times one thread's speed; on the GPU
+// machine's 16 cores a rank reached 3.66 (docs/cores/2026-11-28-aa50dd5.md).
+// So such a pass runs as three, each cut finer than the parts: every
+// image's input transforms (and, for the weight gradient, its output
+// gradient's), then each part's products point by point ((m+2)^2 a class
+// and a part), then every image's output transform. Each product is the
+// fused path's own call on the same rows, and each transform an image's
+// own, so the bits are the fused path's whatever the thread count
+// (TestWinogradWide). The cost: every part's transformed values at once
+// (wide_buf, most(p) * n * (C + O) floats, kept), and two more hand-offs
+// a class.
+
+static float *wbuf;
+static size_t wbuf_cap;
+
+static float *wide_buf(size_t n) {
+	if (wbuf_cap < n) {
+		free(wbuf);
+		wbuf = lines(n * sizeof(float));
+		wbuf_cap = n;
+	}
+	return wbuf;
+}
+
+// wide reports whether a pass of parts parts runs wide; k_wino_wide_runs
+// counts the passes that did (a test's check that its shapes take the path).
+static long wide_runs;
+static int wide(size_t parts) { return nthreads > 1 && parts < (size_t)nthreads && ++wide_runs; }
+long k_wino_wide_runs(void) { return wide_runs; }
+
+struct wd {
+	const struct k_conv_shape *s;
+	const struct k_wino_plan *plan;
+	int cls, add;
+	size_t C, O, u, parts, tiles, a2;
+	const float *x, *dy, *U, *zero; // U: the class's transformed kernels
+	float *y, *V, *M, *dU;          // dU: the class's rows in part 0's weight gradient
+	size_t K;                       // floats of one part's weight gradient
+};
+
+// t_wide_in transforms images [lo, hi): x into V, and, for the weight
+// gradient (dy set), dy into M.
+static void t_wide_in(void *p, size_t lo, size_t hi, int w) {
+	struct wd *d = p;
+	const struct k_conv_shape *s = d->s;
+	size_t rows = d->tiles * d->a2;
+	(void)w;
+	k_wino_spread(0, d->V + lo * rows * d->C, d->x + lo * s->h * s->w * d->C, hi - lo, s->h, s->w, d->C, d->zero,
+	              d->plan, d->cls);
+	if (d->dy)
+		k_wino_spread(1, d->M + lo * rows * d->O, d->dy + lo * s->h * s->w * d->O, hi - lo, s->h, s->w, d->O,
+		              d->zero, d->plan, d->cls);
+}
+
+// t_wide_mul runs products [lo, hi), product q being point q % a2 of part
+// q / a2: the forward's M = V U, or the weight gradient's dU = M^T V.
+static void t_wide_mul(void *p, size_t lo, size_t hi, int w) {
+	struct wd *d = p;
+	size_t C = d->C, O = d->O, a2 = d->a2;
+	(void)w;
+	for (size_t q = lo; q < hi; q++) {
+		size_t part = q / a2, j = q % a2, b0 = part * d->u, b1 = b0 + d->u < d->s->n ? b0 + d->u : d->s->n;
+		size_t T = (b1 - b0) * d->tiles, r0 = b0 * d->tiles;
+		const float *V = d->V + r0 * a2 * C + j * C;
+		float *M = d->M + r0 * a2 * O + j * O;
+		if (d->dy)
+			k_sgemm1(1, 0, O, C, T, 1, M, a2 * O, V, a2 * C, 0, d->dU + part * d->K + j * C * O, C);
+		else
+			k_sgemm1(0, 0, T, O, C, 1, V, a2 * C, d->U + j * C * O, O, 0, M, a2 * O);
+	}
+}
+
+// t_wide_out brings images [lo, hi) of M back to y.
+static void t_wide_out(void *p, size_t lo, size_t hi, int w) {
+	struct wd *d = p;
+	const struct k_conv_shape *s = d->s;
+	size_t O = d->O;
+	k_wino_gather(d->y + lo * s->h * s->w * O, d->M + lo * d->tiles * d->a2 * O, hi - lo, s->h, s->w, O, d->add,
+	              scratch(w, s->w * (d->C > O ? d->C : O)), d->plan, d->cls);
+}
+
+// wide_passes runs a forward (dy NULL: y from x and U) or a weight
+// gradient (parts' dU from x and dy), class by class.
+static void wide_passes(struct wd *d) {
+	const struct k_conv_shape *s = d->s;
+	size_t C = d->C, O = d->O, big = C > O ? C : O;
+	float *buf = wide_buf(k_wino_work_floats(s->n, s->w, C, O, d->plan));
+	size_t rows = (k_wino_work_floats(s->n, s->w, C, O, d->plan) - 2 * s->w * big) / (C + O);
+	d->V = buf, d->M = buf + rows * C;
+	float *zero = d->M + rows * O;
+	memset(zero, 0, s->w * big * sizeof(float));
+	d->zero = zero;
+	for (int i = 0; i < d->plan->n; i++) {
+		d->cls = i;
+		d->tiles = k_wino_class_tiles(d->plan, i);
+		d->a2 = k_wino_class_points(d->plan, i);
+		run(s->n, t_wide_in, d);
+		run(d->parts * d->a2, t_wide_mul, d);
+		if (d->dy)
+			d->dU += d->a2 * C * O;
+		else {
+			run(s->n, t_wide_out, d);
+			d->U += d->a2 * C * O;
+		}
+	}
+}
+
 // k_buffers_misaligned counts the passes' buffers (scratch, partials,
 // the transformed kernels) that do not start on a cache line (a test's
 // check of lines()).
@@ -710,7 +824,14 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	run((k.o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights, &k);
 	struct conv cv = {.s = s, .x = x, .w = ukern, .y = y, .beta = beta, .plan = &plan};
 	cv.u = wino_part(s, &plan);
-	run((s->n + cv.u - 1) / cv.u, t_wino, &cv);
+	size_t parts = (s->n + cv.u - 1) / cv.u;
+	if (wide(parts)) {
+		struct wd d = {.s = s, .plan = &plan, .add = beta != 0, .C = s->c, .O = s->o, .u = cv.u, .parts = parts,
+		               .x = x, .U = ukern, .y = y};
+		wide_passes(&d);
+		return;
+	}
+	run(parts, t_wino, &cv);
 }
 
 static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
@@ -737,7 +858,12 @@ void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const 
 	cv.u = wino_part(s, &plan);
 	size_t units = (s->n + cv.u - 1) / cv.u;
 	cv.parts = partials(units * K * sizeof(float));
-	run(units, t_wino_dw, &cv);
+	if (wide(units)) {
+		struct wd d = {
+		    .s = s, .plan = &plan, .C = s->c, .O = s->o, .u = cv.u, .parts = units, .x = x, .dy = dy, .dU = cv.parts, .K = K};
+		wide_passes(&d);
+	} else
+		run(units, t_wino_dw, &cv);
 	struct wk k = {.dwt = dwt, .parts = cv.parts, .o = s->o, .c = s->c, .parts_n = units, .plan = &plan};
 	run((s->o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights_grad, &k);
 }

@@ -55,6 +55,9 @@ func useBLAS() {
 // cache line (par.c's lines: why they must).
 func buffersMisaligned() int { return int(C.k_buffers_misaligned()) }
 
+// wideRuns counts the Winograd passes that ran wide (par.c).
+func wideRuns() int { return int(C.k_wino_wide_runs()) }
+
 // poolCheck runs passes empty passes of up to units units on the pool and
 // returns how many units did not run exactly once (par.c's k_pool_check).
 func poolCheck(passes, units int, seed uint32) int {

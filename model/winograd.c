@@ -663,6 +663,23 @@ size_t k_wino_work_floats(size_t n, size_t w, size_t C, size_t O, const struct k
 	return most(p) * n * (C + O) + 2 * w * (C > O ? C : O);
 }
 
+// The pieces of k_wino_conv and k_wino_dw_part, for par.c's wide passes,
+// which cut a part's work finer than its images: class i's tiles per
+// image and transformed values per tile; its transform of n images into
+// V (image by image, a row of k_wino_class_points * C floats a tile, so
+// images [b0, b1) are rows [b0 * tiles, b1 * tiles)); and its output
+// transform from M.
+size_t k_wino_class_tiles(const struct k_wino_plan *p, int i) { return p->c[i].ny * p->c[i].nx; }
+size_t k_wino_class_points(const struct k_wino_plan *p, int i) { return aa(&p->c[i]); }
+void k_wino_spread(int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero,
+                   const struct k_wino_plan *p, int i) {
+	spread(grad, V, x, n, h, w, C, zero, &p->c[i]);
+}
+void k_wino_gather(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink,
+                   const struct k_wino_plan *p, int i) {
+	gather(y, M, n, h, w, O, add, sink, &p->c[i]);
+}
+
 // ---- the weight gradient ----
 //
 // The forward is y = A^T (U . V) A per tile and channel pair, U = G g G^T,

@@ -321,3 +321,65 @@ func TestConvFew(t *testing.T) {
 		}
 	}
 }
+
+// TestWinogradWide: a Winograd pass with fewer parts than threads runs as
+// three finer passes (par.c's wide path), and its output, input gradient
+// and weight gradient are the bits of the fused path at one thread. At 64
+// images, ResNet-20's 7x7x64 layers are 2 parts and its 14x14x32 ones 8
+// (F(4x4) and F(2) tiles mixed), so 16 threads take the wide path there;
+// the odd shapes have one part of several images, with tiles cut by the
+// border, and pointer-table transforms (5 and 21 channels).
+func TestWinogradWide(t *testing.T) {
+	defer func() { winoTile = 0 }()
+	defer UseWinograd(winograd)
+	defer SetThreads(1)
+	for _, sh := range [][6]int{{4, 64, 7, 7, 64, 64}, {4, 64, 14, 14, 32, 32}, {4, 6, 9, 7, 16, 21}, {2, 5, 13, 18, 5, 16}, {4, 3, 28, 28, 16, 16}} {
+		m, n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]
+		useMode(m)
+		p := &Params{}
+		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
+		p.Alloc()
+		rng := rand.New(rand.NewPCG(uint64(n), 9))
+		conv.init(rng)
+		x, dy := normals(rng, n*h*w*c), normals(rng, n*h*w*o)
+		run := func(threads int) (y, dx, dw []float32) {
+			if got := SetThreads(threads); got != threads {
+				t.Fatalf("SetThreads(%d) = %d", threads, got)
+			}
+			y, dx = make([]float32, n*h*w*o), make([]float32, n*h*w*c)
+			conv.Forward(y, x, n)
+			clear(p.Grad)
+			conv.Backward(dx, dy, x, y, n)
+			return y, dx, slices.Clone(conv.W.Of(p.Grad))
+		}
+		y1, dx1, dw1 := run(1)
+		before := wideRuns()
+		y16, dx16, dw16 := run(16)
+		// The forward, the input gradient and the weight gradient.
+		if got := wideRuns() - before; got != 3 {
+			t.Errorf("%v: %d passes ran wide at 16 threads, want 3", sh, got)
+		}
+		for _, c := range []struct {
+			name      string
+			one, many []float32
+		}{{"y", y1, y16}, {"dx", dx1, dx16}, {"dw", dw1, dw16}} {
+			if i := firstDiff(c.one, c.many); i >= 0 {
+				t.Errorf("%v: %s[%d] is %v at 16 threads, %v at one", sh, c.name, i, c.many[i], c.one[i])
+			}
+		}
+	}
+}
+
+// firstDiff is the first index where a and b differ in bits (NaN included),
+// or -1.
+func firstDiff(a, b []float32) int {
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	if len(a) != len(b) {
+		return min(len(a), len(b))
+	}
+	return -1
+}
