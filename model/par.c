@@ -621,7 +621,7 @@ static size_t ukern_cap;
 // ResNet-20's 7x7 layers are 2 parts of 32 images (128 tiles as the
 // products' rows, for their efficiency: wino_part) and its 14x14 layers
 // 8. Timed pass by pass at one thread (a throwaway counter in run_chunks,
-// 5b7e0d0), those passes were 30% of the step, and at 16 threads they
+// on aa50dd5), those passes were 30% of the step, and at 16 threads they
 // alone bound a rank to 5.5 times one thread's speed; on the GPU
 // machine's 16 cores a rank reached 3.66 (docs/cores/2026-11-28-aa50dd5.md).
 // So such a pass runs as three, each cut finer than the parts: every

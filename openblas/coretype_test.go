@@ -105,7 +105,7 @@ func TestBetterCore(t *testing.T) {
 		{"", "Prescott", features{avx512: true, avx2: true, avx: true}, "SkylakeX"},
 		{"", "Prescott", features{avx2: true, avx: true}, "Haswell"},
 		{"", "Prescott", features{avx: true}, "Sandybridge"},
-		{"", "Prescott", features{}, ""},   // a CPU of Prescott's time
+		{"", "Prescott", features{}, ""},  // a CPU of Prescott's time
 		{"Prescott", "Prescott", all, ""}, // the user's choice
 		{"", "Haswell", all, ""},          // OpenBLAS chose
 		{"", "Cooperlake", all, ""},
