@@ -17,7 +17,10 @@
 # rank's flight recorder dumps name the GPU allreduce; the GPT on the GPU
 # ends where the CPU path does (SGD, 1e-5), and np=2 where np=1 does.
 # Exit 0 only if everything passed. Output goes to stdout and to
-# $OUT/record.md (the record for docs/gpu/); set OUT to keep the logs.
+# $OUT/record.md (the record for docs/gpu/), and every job's log and
+# checkpoint in one file, $OUT/gpu-logs.tgz: the device tool returns only
+# so many files from $OUT, and on 2026-11-28 the 68 files written there
+# left the record behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,17 +46,23 @@ run) ;;
 esac
 
 bin=$(cd "${2:-.gpu}" && pwd)
-logs=${OUT:-$(mktemp -d)}
-mkdir -p "$logs"
+out=${OUT:-$(mktemp -d)}
+logs=$(mktemp -d)
+mkdir -p "$out"
+trap 'tar czf "$out/gpu-logs.tgz" -C "$logs" . 2>/dev/null; rm -rf "$logs"' EXIT
+# Cut off (timeout signals the whole group, tee too): end through the
+# EXIT trap, and let writes to the dead tee fail instead of killing bash.
+trap 'exit 143' TERM INT
+trap '' PIPE
 mpi=(mpirun --oversubscribe --bind-to none)
 [ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
 fail=0
 say() { echo "== $*"; }
 
-# Everything below also goes to $logs/record.md: the record issue 21 asks
+# Everything below also goes to $out/record.md: the record issue 21 asks
 # for, to be copied to docs/gpu/ (the commit, the date, the GPU, driver
 # and library versions, and every check with its figure).
-exec > >(tee "$logs/record.md") 2>&1
+exec > >(tee "$out/record.md") 2>&1
 say "commit $(cat "$bin/commit" 2>/dev/null || echo unknown), $(date -u +%Y-%m-%dT%H:%MZ)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 for l in libcuda.so.1 libcudart.so libcublas.so libnvrtc.so libcudnn.so libnccl.so; do
