@@ -17,7 +17,7 @@ type Attention struct {
 	cl           int // the heads' width here, h x hd (C unsplit)
 	scale        float32
 	qkv, p, o    []float32 // (n, T, 3cl), (n, h, T, T), (n, T, cl)
-	dqkv, dp, do []float32 // their gradients
+	dqkv, do     []float32 // their gradients (dP is the pool's per-thread scratch)
 	batch        int
 }
 
@@ -50,26 +50,17 @@ func (a *Attention) ensure(n int) {
 	a.batch = n
 	tc, tt := a.t*a.cl, a.h*a.t*a.t
 	a.qkv, a.dqkv = make([]float32, n*3*tc), make([]float32, n*3*tc)
-	a.p, a.dp = make([]float32, n*tt), make([]float32, a.t*a.t)
+	a.p = make([]float32, n*tt)
 	a.o, a.do = make([]float32, n*tc), make([]float32, n*tc)
 }
 
 // Forward: x and y are (n, T, C).
 func (a *Attention) Forward(y, x []float32, n int) {
 	a.ensure(n)
-	t, c, hd, c3 := a.t, a.cl, a.hd, 3*a.cl
 	a.cAttn.Forward(a.qkv, x, n)
-	for s := range n {
-		qkv, o := a.qkv[s*t*c3:], a.o[s*t*c:]
-		for h := range a.h {
-			q, k, v := qkv[h*hd:], qkv[c+h*hd:], qkv[2*c+h*hd:]
-			p := a.p[(s*a.h+h)*t*t:][:t*t]
-			// scores (T, T) = q k^T / sqrt(hd); only j <= i is used.
-			sgemm(false, true, t, t, hd, a.scale, q, c3, k, c3, 0, p, t)
-			causalSoftmax(p, t)
-			sgemm(false, false, t, hd, t, 1, p, t, v, c3, 0, o[h*hd:], c)
-		}
-	}
+	// Per sample and head: scores (T, T) = q k^T / sqrt(hd) (only j <= i
+	// used), their causal softmax P, and P v; the heads across the threads.
+	attentionForward(a.o, a.p, a.qkv, n, a.t, a.cl, a.h, a.scale)
 	a.cProj.Forward(y, a.o, n)
 }
 
@@ -77,22 +68,9 @@ func (a *Attention) Forward(y, x []float32, n int) {
 // output gradient: dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)) /
 // sqrt(hd), dQ = dS K, dK = dS^T Q; then c_attn's backward.
 func (a *Attention) Backward(dx, dy, x, _ []float32, n int) {
-	t, c, hd, c3 := a.t, a.cl, a.hd, 3*a.cl
 	a.cProj.Backward(a.do, dy, a.o, nil, n)
-	for s := range n {
-		qkv, dqkv, do := a.qkv[s*t*c3:], a.dqkv[s*t*c3:], a.do[s*t*c:]
-		for h := range a.h {
-			q, k, v := qkv[h*hd:], qkv[c+h*hd:], qkv[2*c+h*hd:]
-			dq, dk, dv := dqkv[h*hd:], dqkv[c+h*hd:], dqkv[2*c+h*hd:]
-			p, dp := a.p[(s*a.h+h)*t*t:][:t*t], a.dp
-			sgemm(true, false, t, hd, t, 1, p, t, do[h*hd:], c, 0, dv, c3)
-			sgemm(false, true, t, t, hd, 1, do[h*hd:], c, v, c3, 0, dp, t)
-			causalSoftmaxBackward(dp, p, t, a.scale)
-			sgemm(false, false, t, hd, t, 1, dp, t, k, c3, 0, dq, c3)
-			sgemm(true, false, t, hd, t, 1, dp, t, q, c3, 0, dk, c3)
-		}
-	}
-	a.cAttn.Backward(dx, a.dqkv[:n*t*c3], x, nil, n)
+	attentionBackward(a.dqkv, a.do, a.qkv, a.p, n, a.t, a.cl, a.h, a.scale)
+	a.cAttn.Backward(dx, a.dqkv[:n*a.t*3*a.cl], x, nil, n)
 }
 
 // flops: the two maps, and per head QK^T and PV (2 T^2 hd each way).

@@ -27,6 +27,10 @@ void k_layernorm_backward(float *dx, float *dw, float *db, const float *dy, cons
                           const float *mean, const float *rstd, size_t rows, size_t C, int add);
 void k_causal_softmax(float *p, size_t T);
 void k_causal_softmax_backward(float *dp, const float *p, size_t T, float scale);
+void k_attention_forward_par(const float *qkv, float *o, float *p, size_t n, size_t t, size_t c, size_t heads,
+                             float scale);
+void k_attention_backward_par(float *dqkv, const float *dout, const float *qkv, const float *p, size_t n, size_t t,
+                              size_t c, size_t heads, float scale);
 void k_colsum(float *db, const float *dy, size_t rows, size_t C);
 void k_add(float *y, const float *a, const float *b, size_t n);
 void k_embed(float *y, const float *ids, const float *wte, const float *wpe, size_t rows, size_t T, size_t C);

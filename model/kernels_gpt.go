@@ -87,21 +87,26 @@ func layerNormBackward(dx, dw, db, dy, x, w, mean, rstd []float32, rows, c int, 
 	}
 }
 
-// causalSoftmax turns each row i of the (t, t) scores p into the softmax
-// of its first i+1 entries, zeros after.
-func causalSoftmax(p []float32, t int) {
-	need(t*t, p)
-	if t > 0 {
-		C.k_causal_softmax(f32(p), C.size_t(t))
+// attentionForward runs every sample's heads across the threads: p (n,
+// heads, t, t) their probabilities, o (n, t, c) their outputs, from qkv
+// (n, t, 3c).
+func attentionForward(o, p, qkv []float32, n, t, c, heads int, scale float32) {
+	need(n*t*3*c, qkv)
+	need(n*t*c, o)
+	need(n*heads*t*t, p)
+	if n > 0 {
+		C.k_attention_forward_par(f32(qkv), f32(o), f32(p), C.size_t(n), C.size_t(t), C.size_t(c), C.size_t(heads), C.float(scale))
 	}
 }
 
-// causalSoftmaxBackward turns dp, the probabilities' gradient, into the
-// scores' times scale, in place.
-func causalSoftmaxBackward(dp, p []float32, t int, scale float32) {
-	need(t*t, dp, p)
-	if t > 0 {
-		C.k_causal_softmax_backward(f32(dp), f32(p), C.size_t(t), C.float(scale))
+// attentionBackward sets dqkv (n, t, 3c) from the heads' output gradient
+// dout (n, t, c), qkv and the probabilities p.
+func attentionBackward(dqkv, dout, qkv, p []float32, n, t, c, heads int, scale float32) {
+	need(n*t*3*c, qkv, dqkv)
+	need(n*t*c, dout)
+	need(n*heads*t*t, p)
+	if n > 0 {
+		C.k_attention_backward_par(f32(dqkv), f32(dout), f32(qkv), f32(p), C.size_t(n), C.size_t(t), C.size_t(c), C.size_t(heads), C.float(scale))
 	}
 }
 

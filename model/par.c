@@ -391,6 +391,80 @@ void k_xent_par(float *d, const float *logits, const int32_t *labels, size_t row
 	for (size_t u = 0; u < units; u++) *loss += x.loss[u], *correct += x.correct[u];
 }
 
+// ---- causal attention: a unit per sample and head ----
+//
+// Each (sample, head) is its own two or four products and its softmax, as
+// model/attention.go did them one after another: there, each product
+// (T x T x hd at the GPT's T = 256, hd = 64) was cut across at most 3
+// threads and the softmax ran on one, so at 16 threads attention was a
+// serial island. A unit computes the whole of its products with
+// k_sgemm1, which are k_sgemm's bits (its cuts are chosen to keep them),
+// and writes only its head's columns and its probabilities.
+
+struct attn {
+	const float *qkv, *dout;
+	float *o, *p, *dqkv;
+	size_t t, c, hd, heads;
+	float scale;
+};
+
+static void t_attn_fwd(void *pp, size_t lo, size_t hi, int w) {
+	struct attn *a = pp;
+	size_t t = a->t, c = a->c, hd = a->hd, c3 = 3 * c;
+	(void)w;
+	for (size_t u = lo; u < hi; u++) {
+		size_t s = u / a->heads, h = u % a->heads;
+		const float *q = a->qkv + s * t * c3 + h * hd, *k = q + c, *v = q + 2 * c;
+		float *p = a->p + u * t * t;
+		// scores (T, T) = q k^T / sqrt(hd); only j <= i is used.
+		k_sgemm1(0, 1, t, t, hd, a->scale, q, c3, k, c3, 0, p, t);
+		k_causal_softmax(p, t);
+		k_sgemm1(0, 0, t, hd, t, 1, p, t, v, c3, 0, a->o + s * t * c + h * hd, c);
+	}
+}
+
+// k_attention_forward_par: for n samples of qkv (T, 3C), each head's
+// probabilities into p (n, heads, T, T) and its output into o (n, T, C).
+void k_attention_forward_par(const float *qkv, float *o, float *p, size_t n, size_t t, size_t c, size_t heads,
+                             float scale) {
+	struct attn a = {.qkv = qkv, .o = o, .p = p, .t = t, .c = c, .hd = c / heads, .heads = heads, .scale = scale};
+	run(n * heads, t_attn_fwd, &a);
+}
+
+static void t_attn_bwd(void *pp, size_t lo, size_t hi, int w) {
+	struct attn *a = pp;
+	size_t t = a->t, c = a->c, hd = a->hd, c3 = 3 * c;
+	float *dp = scratch(w, t * t);
+	for (size_t u = lo; u < hi; u++) {
+		size_t s = u / a->heads, h = u % a->heads;
+		const float *q = a->qkv + s * t * c3 + h * hd, *k = q + c, *v = q + 2 * c;
+		float *dq = a->dqkv + s * t * c3 + h * hd, *dk = dq + c, *dv = dq + 2 * c;
+		const float *dO = a->dout + s * t * c + h * hd, *p = a->p + u * t * t;
+		k_sgemm1(1, 0, t, hd, t, 1, p, t, dO, c, 0, dv, c3);
+		k_sgemm1(0, 1, t, t, hd, 1, dO, c, v, c3, 0, dp, t);
+		k_causal_softmax_backward(dp, p, t, a->scale);
+		k_sgemm1(0, 0, t, hd, t, 1, dp, t, k, c3, 0, dq, c3);
+		k_sgemm1(1, 0, t, hd, t, 1, dp, t, q, c3, 0, dk, c3);
+	}
+}
+
+// k_attention_backward_par: with P the probabilities and dO (n, T, C) the
+// heads' output gradient, dV = P^T dO, dP = dO V^T, dS = P (dP -
+// rowsum(P dP)) / sqrt(hd), dQ = dS K, dK = dS^T Q, into dqkv (n, T, 3C).
+void k_attention_backward_par(float *dqkv, const float *dout, const float *qkv, const float *p, size_t n, size_t t,
+                              size_t c, size_t heads, float scale) {
+	struct attn a = {.qkv = qkv,
+	                 .dout = dout,
+	                 .p = (float *)p,
+	                 .dqkv = dqkv,
+	                 .t = t,
+	                 .c = c,
+	                 .hd = c / heads,
+	                 .heads = heads,
+	                 .scale = scale};
+	run(n * heads, t_attn_bwd, &a);
+}
+
 // ---- BatchNorm's sums: parts by shape, summed in part order ----
 
 // MAXPARTS bounds how finely a batch is cut: enough parts to balance 16

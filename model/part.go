@@ -252,7 +252,7 @@ func floats(bufs ...[]float32) int {
 func (b *GPTBlock) heldBytes() int {
 	return floats(b.a1, b.at, b.x1, b.a2, b.hid, b.g, b.d1, b.d2, b.dh, b.dg) + b.attn.heldBytes() + b.ln1.heldBytes() + b.ln2.heldBytes()
 }
-func (a *Attention) heldBytes() int  { return floats(a.qkv, a.dqkv, a.p, a.dp, a.o, a.do) }
+func (a *Attention) heldBytes() int  { return floats(a.qkv, a.dqkv, a.p, a.o, a.do) }
 func (l *LayerNorm) heldBytes() int  { return floats(l.mean, l.rstd) }
 func (l *MaxPool2d) heldBytes() int  { return 4 * len(l.arg) }
 func (b *BasicBlock) heldBytes() int { return floats(b.c1, b.b1, b.c2, b.s1) }
