@@ -571,9 +571,49 @@ static void t_gemm_rows(void *p, size_t lo, size_t hi, int w) {
 // k_sgemm is k_sgemm1 cut across the threads when big enough (2 MFLOP):
 // each element of C stays one call's dot product over all of k, with
 // the same bits (above).
+// Products with a large B and an A much smaller (the GPT's tied head:
+// logits = X W^T, W the 77 MB token table) are cut into column blocks of
+// COLBLOCK fixed by the shape, at every thread count, and each block's
+// rows across the threads: each call then packs only its slice of B. Cut
+// by rows alone, each of 2T parts packed all of B again: 32 parts did 2.4
+// times the logits' work of one call, 4 parts 1.1 times
+// (scripts/bench/head-parts.sh). Fixed by the shape, the blocks keep the
+// bits equal at every thread count (an element is one block's call, and
+// the rows within a block are cut on multiples of GEMM_BLOCK as above).
+#define COLBLOCK 2048
+#define BIG_B (4 << 20) // floats of B
+
+struct tiles {
+	struct gemm g; // g.parts: row parts per column block
+	size_t blocks;
+};
+
+static void t_gemm_tiles(void *p, size_t lo, size_t hi, int w) {
+	struct tiles *t = p;
+	const struct gemm *g = &t->g;
+	(void)w;
+	for (size_t u = lo; u < hi; u++) {
+		size_t cb = u / g->parts, rp = u % g->parts;
+		size_t c0 = cb * COLBLOCK, c1 = c0 + COLBLOCK < g->n ? c0 + COLBLOCK : g->n;
+		size_t r0 = rows_at(g, rp), r1 = rows_at(g, rp + 1);
+		k_sgemm1(g->ta, g->tb, r1 - r0, c1 - c0, g->k, g->alpha, g->a + (g->ta ? r0 : r0 * g->lda), g->lda,
+		         g->b + (g->tb ? c0 * g->ldb : c0), g->ldb, g->beta, g->c + r0 * g->ldc + c0, g->ldc);
+	}
+}
+
 void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
              size_t ldb, float beta, float *c, size_t ldc) {
 	double mnk = (double)m * n * k;
+	if ((double)k * n >= BIG_B && n >= 2 * COLBLOCK && (double)m * k * 4 <= (double)k * n) {
+		size_t blocks = (n + COLBLOCK - 1) / COLBLOCK, units = m / GEMM_BLOCK;
+		size_t fewest = (size_t)(BLAS_SMALL / ((double)GEMM_BLOCK * COLBLOCK * k)) + 1;
+		size_t parts = (2 * (size_t)nthreads + blocks - 1) / blocks;
+		if (parts > units / fewest) parts = units / fewest;
+		if (parts < 1) parts = 1;
+		struct tiles t = {{ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, units, parts}, blocks};
+		run(blocks * parts, t_gemm_tiles, &t);
+		return;
+	}
 	if (nthreads <= 1 || mnk < (1 << 21)) {
 		k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;

@@ -5,7 +5,8 @@
 # one OpenBLAS call, then as 2 to 32 calls of a part of the rows each, all
 # on one thread in turn. model/par.c's k_sgemm cuts a large product into
 # 2T row parts across T threads, and each part's call packs the whole of
-# B again: the total here is what T threads share.
+# B again: the total here is what T threads share. Then the logits in
+# column blocks, as par.c cuts them since: the total stays one call's.
 #
 #   scripts/bench/head-parts.sh        (needs gcc and libopenblas-dev)
 set -euo pipefail
@@ -45,6 +46,16 @@ int main(void) {
 			double t2 = now();
 			if (rep > 0) printf("round %d, %2d row parts: logits %.1f ms, dX %.1f ms\n", rep, P, (t1 - t0) * 1e3, (t2 - t1) * 1e3);
 		}
+	// The logits in column blocks of 2048 (par.c's COLBLOCK): each call
+	// packs its slice of W, and X again.
+	for (int rep = 0; rep < 2; rep++) {
+		double t0 = now();
+		for (int c0 = 0; c0 < N; c0 += 2048) {
+			int c1 = c0 + 2048 < N ? c0 + 2048 : N;
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, c1 - c0, K, 1, X, K, W + (size_t)c0 * K, K, 0, Y + c0, N);
+		}
+		printf("round %d, %d column blocks of 2048: logits %.1f ms\n", rep + 1, (N + 2047) / 2048, (now() - t0) * 1e3);
+	}
 	return 0;
 }
 C
