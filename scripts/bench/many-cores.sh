@@ -24,6 +24,11 @@
 #   torch2     cpu-vs-torch.sh's comparisons at T = 2 (np=1 with 2
 #              threads, np=2), ResNet-20 (Winograd) and the GPT
 #   torch16    the same at T = 16
+#   gpucheck   scripts/gpu-check.sh run, its record in $OUT/gpu/record.md
+#              and its logs in $OUT/gpu/gpu-logs.tgz
+#
+# The next device run, as planned (carry .gpu):
+#   scripts/bench/many-cores.sh run probe scale16 torch16 scale8 gpucheck
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=$PWD/.gpu
@@ -80,16 +85,17 @@ part() {
 	scale8) SCALE_ONLY=1 scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 8 ;;
 	torch2) COMPARE_ONLY=1 WORKLOADS="winograd gpt" scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 2 ;;
 	torch16) COMPARE_ONLY=1 WORKLOADS="winograd gpt" scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 16 ;;
+	gpucheck) OUT=$out/gpu scripts/gpu-check.sh run "$bin" ;;
 	*) echo "many-cores.sh: unknown part $1" ;;
 	esac
 }
-declare -A limit=([probe]=60 [allreduce]=120 [scale16]=180 [scale8]=120 [torch2]=150 [torch16]=150)
+declare -A limit=([probe]=60 [allreduce]=120 [scale16]=180 [scale8]=120 [torch2]=150 [torch16]=150 [gpucheck]=240)
 for p in "$@"; do
 	echo "== $p (at most ${limit[$p]:-60} s)"
 	start=$SECONDS
 	# timeout runs the part in a child bash: export the function's needs.
 	export -f part
-	export bin lib
+	export bin lib out
 	timeout "${limit[$p]:-60}" bash -c "mpi=(${mpi[*]}); part $p" 2>&1 | tee "$out/many-cores-$p.txt"
 	echo "== $p: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s"
 done
