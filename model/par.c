@@ -221,32 +221,32 @@ static void *lines(size_t bytes) {
 	return p;
 }
 
-static float *scr[MAXT];
-static size_t scr_cap[MAXT];
+// kept is a buffer the passes grow and keep (contents dropped when it
+// grows), so that steps allocate only while the sizes they see grow.
+struct kept {
+	void *p;
+	size_t cap;
+};
 
-// scratch is worker w's buffer of n floats (only w calls it).
-static float *scratch(int w, size_t n) {
-	if (scr_cap[w] < n) {
-		free(scr[w]);
-		scr[w] = lines(n * sizeof(float));
-		scr_cap[w] = n;
+static void *keep(struct kept *k, size_t bytes) {
+	if (k->cap < bytes) {
+		free(k->p);
+		k->p = lines(bytes);
+		k->cap = bytes;
 	}
-	return scr[w];
+	return k->p;
 }
 
-static void *parts;
-static size_t parts_cap;
+static struct kept scr[MAXT];
+
+// scratch is worker w's buffer of n floats (only w calls it).
+static float *scratch(int w, size_t n) { return keep(&scr[w], n * sizeof(float)); }
+
+static struct kept parts;
 
 // partials is the caller's buffer for the parts of one reduction. It
 // and the passes are for one goroutine at a time (the training one).
-static void *partials(size_t bytes) {
-	if (parts_cap < bytes) {
-		free(parts);
-		parts = lines(bytes);
-		parts_cap = bytes;
-	}
-	return parts;
-}
+static void *partials(size_t bytes) { return keep(&parts, bytes); }
 
 // ---- element-wise passes, cut into rows ----
 
@@ -568,9 +568,6 @@ static void t_gemm_rows(void *p, size_t lo, size_t hi, int w) {
 	         g->beta, g->c + r0 * g->ldc, g->ldc);
 }
 
-// k_sgemm is k_sgemm1 cut across the threads when big enough (2 MFLOP):
-// each element of C stays one call's dot product over all of k, with
-// the same bits (above).
 // Products with a large B and an A much smaller (the GPT's tied head:
 // logits = X W^T, W the 77 MB token table) are cut into column blocks of
 // COLBLOCK fixed by the shape, at every thread count, and each block's
@@ -601,6 +598,9 @@ static void t_gemm_tiles(void *p, size_t lo, size_t hi, int w) {
 	}
 }
 
+// k_sgemm is k_sgemm1 cut across the threads when big enough (2 MFLOP),
+// or into column blocks (above): each element of C stays one call's dot
+// product over all of k, with the same bits (above).
 void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
              size_t ldb, float beta, float *c, size_t ldc) {
 	double mnk = (double)m * n * k;
@@ -726,8 +726,7 @@ static size_t wino_part(const struct k_conv_shape *s, const struct k_wino_plan *
 	return u < s->n ? u : s->n;
 }
 
-static float *ukern;
-static size_t ukern_cap;
+static struct kept ukern; // the transformed kernels
 
 // ---- Winograd passes wider than their parts ----
 //
@@ -748,22 +747,14 @@ static size_t ukern_cap;
 // (wide_buf, most(p) * n * (C + O) floats, kept), and two more hand-offs
 // a class.
 
-static float *wbuf;
-static size_t wbuf_cap;
+static struct kept wbuf; // every part's transformed values
 
-static float *wide_buf(size_t n) {
-	if (wbuf_cap < n) {
-		free(wbuf);
-		wbuf = lines(n * sizeof(float));
-		wbuf_cap = n;
-	}
-	return wbuf;
-}
+// wide reports whether a pass of parts parts runs wide.
+static int wide(size_t parts) { return nthreads > 1 && parts < (size_t)nthreads; }
 
-// wide reports whether a pass of parts parts runs wide; k_wino_wide_runs
-// counts the passes that did (a test's check that its shapes take the path).
+// k_wino_wide_runs counts the passes that ran wide (a test's check that
+// its shapes take the path).
 static long wide_runs;
-static int wide(size_t parts) { return nthreads > 1 && parts < (size_t)nthreads && ++wide_runs; }
 long k_wino_wide_runs(void) { return wide_runs; }
 
 struct wd {
@@ -821,9 +812,10 @@ static void t_wide_out(void *p, size_t lo, size_t hi, int w) {
 // gradient (parts' dU from x and dy), class by class.
 static void wide_passes(struct wd *d) {
 	const struct k_conv_shape *s = d->s;
-	size_t C = d->C, O = d->O, big = C > O ? C : O;
-	float *buf = wide_buf(k_wino_work_floats(s->n, s->w, C, O, d->plan));
-	size_t rows = (k_wino_work_floats(s->n, s->w, C, O, d->plan) - 2 * s->w * big) / (C + O);
+	size_t C = d->C, O = d->O, big = C > O ? C : O, need = k_wino_work_floats(s->n, s->w, C, O, d->plan);
+	size_t rows = (need - 2 * s->w * big) / (C + O); // V's and M's, the rest two rows of zeros
+	float *buf = keep(&wbuf, need * sizeof(float));
+	wide_runs++;
 	d->V = buf, d->M = buf + rows * C;
 	float *zero = d->M + rows * O;
 	memset(zero, 0, s->w * big * sizeof(float));
@@ -847,8 +839,8 @@ static void wide_passes(struct wd *d) {
 // the transformed kernels) that do not start on a cache line (a test's
 // check of lines()).
 int k_buffers_misaligned(void) {
-	int bad = ((uintptr_t)parts % 64 != 0) + ((uintptr_t)ukern % 64 != 0);
-	for (int w = 0; w < MAXT; w++) bad += (uintptr_t)scr[w] % 64 != 0;
+	int bad = ((uintptr_t)parts.p % 64 != 0) + ((uintptr_t)ukern.p % 64 != 0);
+	for (int w = 0; w < MAXT; w++) bad += (uintptr_t)scr[w].p % 64 != 0;
 	return bad;
 }
 
@@ -927,21 +919,16 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
                     int m) {
 	struct k_wino_plan plan;
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
-	size_t n = k_wino_points(&plan) * s->c * s->o;
-	if (ukern_cap < n) {
-		free(ukern);
-		ukern = lines(n * sizeof(float));
-		ukern_cap = n;
-	}
+	float *u = keep(&ukern, k_wino_points(&plan) * s->c * s->o * sizeof(float));
 	struct wk k = {
-	    .u = ukern, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .plan = &plan};
+	    .u = u, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .plan = &plan};
 	run((k.o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights, &k);
-	struct conv cv = {.s = s, .x = x, .w = ukern, .y = y, .beta = beta, .plan = &plan};
+	struct conv cv = {.s = s, .x = x, .w = u, .y = y, .beta = beta, .plan = &plan};
 	cv.u = wino_part(s, &plan);
 	size_t parts = (s->n + cv.u - 1) / cv.u;
 	if (wide(parts)) {
 		struct wd d = {.s = s, .plan = &plan, .add = beta != 0, .C = s->c, .O = s->o, .u = cv.u, .parts = parts,
-		               .x = x, .U = ukern, .y = y};
+		               .x = x, .U = u, .y = y};
 		wide_passes(&d);
 		return;
 	}

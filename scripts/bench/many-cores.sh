@@ -90,12 +90,12 @@ part() {
 	esac
 }
 declare -A limit=([probe]=60 [allreduce]=120 [scale16]=180 [scale8]=120 [torch2]=150 [torch16]=150 [gpucheck]=240)
+# timeout runs each part in a child bash: export the function's needs.
+export -f part
+export bin lib out
 for p in "$@"; do
 	echo "== $p (at most ${limit[$p]:-60} s)"
 	start=$SECONDS
-	# timeout runs the part in a child bash: export the function's needs.
-	export -f part
-	export bin lib out
 	timeout "${limit[$p]:-60}" bash -c "mpi=(${mpi[*]}); part $p" 2>&1 | tee "$out/many-cores-$p.txt"
 	echo "== $p: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s"
 done
