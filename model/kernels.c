@@ -47,6 +47,15 @@ VEC void k_bn_stats(const float *x, size_t rows, size_t C, double *s) {
 	}
 }
 
+// bn_out is BatchNorm's output before a fused ReLU. The backward kernels
+// recompute it to find where the ReLU passed (bn_out > 0, exactly where
+// k_affine's output is > 0: one inline text compiled into the same
+// clones, so the same bits) instead of reading that output: one array
+// fewer to read in each of the two passes.
+static inline __attribute__((always_inline)) float bn_out(float x, float mean, float scale, float beta) {
+	return (x - mean) * scale + beta;
+}
+
 // y = (x-mean)*scale + beta per channel, then max(y, 0) under relu.
 VEC void k_affine(float *y, const float *x, const float *mean, const float *scale, const float *beta, size_t rows, size_t C, int relu) {
 	for (size_t r = 0; r < rows; r++) {
@@ -54,11 +63,11 @@ VEC void k_affine(float *y, const float *x, const float *mean, const float *scal
 		float *yr = y + r * C;
 		if (relu) {
 			for (size_t c = 0; c < C; c++) {
-				float v = (xr[c] - mean[c]) * scale[c] + beta[c];
+				float v = bn_out(xr[c], mean[c], scale[c], beta[c]);
 				yr[c] = v > 0 ? v : 0;
 			}
 		} else {
-			for (size_t c = 0; c < C; c++) yr[c] = (xr[c] - mean[c]) * scale[c] + beta[c];
+			for (size_t c = 0; c < C; c++) yr[c] = bn_out(xr[c], mean[c], scale[c], beta[c]);
 		}
 	}
 }
@@ -88,23 +97,24 @@ VEC void k_join(float *y, const float *x, const float *mean, const float *scale,
 }
 
 // s[c] += sum of d, s[C+c] += sum of d*xhat with xhat = (x-mean)*invstd
-// and d = dy masked by y > 0 under relu. The mean comes as a float pair
+// and d = dy where the forward's output was positive under relu (bn_out
+// of x with the forward's mhi, scale and beta). The mean comes as a float pair
 // hi + lo: x - hi is exact for x near the mean, so xhat keeps float's
 // precision relative to the deviation, not to the mean (a float mean
 // alone costs |mean|/std times that). Blocks of 32 rows are summed in
 // float, then added to the double totals: summing into the double array
 // element by element was four times slower (a store-to-load chain per row).
-VEC void k_bn_grad_sums(const float *x, const float *dy, const float *y, size_t rows, size_t C,
-                        const float *mhi, const float *mlo, const float *invstd, int relu, double *s) {
+VEC void k_bn_grad_sums(const float *x, const float *dy, size_t rows, size_t C, const float *mhi, const float *mlo,
+                        const float *invstd, const float *scale, const float *beta, int relu, double *s) {
 	float a[C], p[C];
 	for (size_t r0 = 0; r0 < rows; r0 += 32) {
 		size_t r1 = r0 + 32 < rows ? r0 + 32 : rows;
 		for (size_t c = 0; c < C; c++) a[c] = p[c] = 0;
 		for (size_t r = r0; r < r1; r++) {
-			const float *xr = x + r * C, *dr = dy + r * C, *yr = y + r * C;
+			const float *xr = x + r * C, *dr = dy + r * C;
 			for (size_t c = 0; c < C; c++) {
 				float d = dr[c];
-				if (relu) d = yr[c] > 0 ? d : 0;
+				if (relu) d = bn_out(xr[c], mhi[c], scale[c], beta[c]) > 0 ? d : 0;
 				a[c] += d;
 				p[c] += d * (((xr[c] - mhi[c]) - mlo[c]) * invstd[c]);
 			}
@@ -116,16 +126,17 @@ VEC void k_bn_grad_sums(const float *x, const float *dy, const float *y, size_t 
 	}
 }
 
-// dx = a*d + b*(x-mean) + c per channel, d being dy masked by y > 0 under
-// relu.
-VEC void k_bn_dx(float *dx, const float *dy, const float *x, const float *y, size_t rows, size_t C,
-                 const float *mean, const float *a, const float *b, const float *c, int relu) {
+// dx = a*d + b*(x-mean) + c per channel, d being dy where the forward's
+// output was positive under relu (bn_out of x with the forward's mean,
+// scale and beta).
+VEC void k_bn_dx(float *dx, const float *dy, const float *x, size_t rows, size_t C, const float *mean,
+                 const float *a, const float *b, const float *c, const float *scale, const float *beta, int relu) {
 	for (size_t r = 0; r < rows; r++) {
-		const float *xr = x + r * C, *dr = dy + r * C, *yr = y + r * C;
+		const float *xr = x + r * C, *dr = dy + r * C;
 		float *o = dx + r * C;
 		if (relu) {
 			for (size_t k = 0; k < C; k++) {
-				float d = yr[k] > 0 ? dr[k] : 0;
+				float d = bn_out(xr[k], mean[k], scale[k], beta[k]) > 0 ? dr[k] : 0;
 				o[k] = a[k] * d + b[k] * (xr[k] - mean[k]) + c[k];
 			}
 		} else {

@@ -67,29 +67,30 @@ func join(y, x, mean, scale, beta, z, zmean, zscale, zbeta []float32, rows, c in
 }
 
 // bnGradSums adds per-channel sums of d and d*xhat to s[:C] and s[C:2C],
-// d being dy masked by y > 0 under relu and xhat (x-mean)*invstd, with
-// the mean given as the float pair mhi + mlo.
-func bnGradSums(x, dy, y []float32, rows, c int, mhi, mlo, invstd []float32, relu bool, s []float64) {
+// d being dy and xhat (x-mean)*invstd, with the mean given as the float
+// pair mhi + mlo. Under relu, d is dy where the forward's output
+// (x-mhi)*scale + beta was positive, recomputed from x rather than read.
+func bnGradSums(x, dy []float32, rows, c int, mhi, mlo, invstd, scale, beta []float32, relu bool, s []float64) {
 	need(rows*c, x, dy)
-	if relu {
-		need(rows*c, y)
-	}
 	need(c, mhi, mlo, invstd)
+	if relu {
+		need(c, scale, beta)
+	}
 	if len(s) < 2*c {
 		panic("model: kernel buffer too short")
 	}
-	C.k_bn_grad_sums_par(f32(x), f32(dy), f32(y), C.size_t(rows), C.size_t(c), f32(mhi), f32(mlo), f32(invstd), cbool(relu), f64(s))
+	C.k_bn_grad_sums_par(f32(x), f32(dy), C.size_t(rows), C.size_t(c), f32(mhi), f32(mlo), f32(invstd), f32(scale), f32(beta), cbool(relu), f64(s))
 }
 
-// bnDx sets dx = a*d + b*(x-mean) + k per channel, d being dy masked by
-// y > 0 under relu.
-func bnDx(dx, dy, x, y []float32, rows, c int, mean, a, b, k []float32, relu bool) {
+// bnDx sets dx = a*d + b*(x-mean) + k per channel, d being dy, or under
+// relu dy where the forward's output (x-mean)*scale + beta was positive.
+func bnDx(dx, dy, x []float32, rows, c int, mean, a, b, k, scale, beta []float32, relu bool) {
 	need(rows*c, dx, dy, x)
-	if relu {
-		need(rows*c, y)
-	}
 	need(c, mean, a, b, k)
-	C.k_bn_dx_par(f32(dx), f32(dy), f32(x), f32(y), C.size_t(rows), C.size_t(c), f32(mean), f32(a), f32(b), f32(k), cbool(relu))
+	if relu {
+		need(c, scale, beta)
+	}
+	C.k_bn_dx_par(f32(dx), f32(dy), f32(x), C.size_t(rows), C.size_t(c), f32(mean), f32(a), f32(b), f32(k), f32(scale), f32(beta), cbool(relu))
 }
 
 // reluMask sets g = dy where y > 0, else 0, over n values.

@@ -5,10 +5,10 @@
 
 void k_bn_stats(const float *x, size_t rows, size_t C, double *s);
 void k_affine(float *y, const float *x, const float *mean, const float *scale, const float *beta, size_t rows, size_t C, int relu);
-void k_bn_grad_sums(const float *x, const float *dy, const float *y, size_t rows, size_t C,
-                    const float *mhi, const float *mlo, const float *invstd, int relu, double *s);
-void k_bn_dx(float *dx, const float *dy, const float *x, const float *y, size_t rows, size_t C,
-             const float *mean, const float *a, const float *b, const float *c, int relu);
+void k_bn_grad_sums(const float *x, const float *dy, size_t rows, size_t C, const float *mhi, const float *mlo,
+                    const float *invstd, const float *scale, const float *beta, int relu, double *s);
+void k_bn_dx(float *dx, const float *dy, const float *x, size_t rows, size_t C, const float *mean,
+             const float *a, const float *b, const float *c, const float *scale, const float *beta, int relu);
 void k_join(float *y, const float *x, const float *mean, const float *scale, const float *beta, const float *z,
             const float *zmean, const float *zscale, const float *zbeta, size_t rows, size_t C);
 void k_relu_mask(float *g, const float *dy, const float *y, size_t n);
@@ -51,8 +51,8 @@ void k_affine_par(float *y, const float *x, const float *mean, const float *scal
                   size_t C, int relu);
 void k_join_par(float *y, const float *x, const float *mean, const float *scale, const float *beta, const float *z,
                 const float *zmean, const float *zscale, const float *zbeta, size_t rows, size_t C);
-void k_bn_dx_par(float *dx, const float *dy, const float *x, const float *y, size_t rows, size_t C, const float *mean,
-                 const float *a, const float *b, const float *k, int relu);
+void k_bn_dx_par(float *dx, const float *dy, const float *x, size_t rows, size_t C, const float *mean, const float *a,
+                 const float *b, const float *k, const float *scale, const float *beta, int relu);
 void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n);
 void k_add_par(float *y, const float *a, const float *b, size_t n);
 void k_gelu_par(float *y, const float *x, size_t n);
@@ -60,8 +60,8 @@ void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n);
 void k_xent_par(float *d, const float *logits, const int32_t *labels, size_t rows, size_t V, float scale,
                 double *loss, int64_t *correct);
 void k_bn_stats_par(const float *x, size_t rows, size_t C, double *s);
-void k_bn_grad_sums_par(const float *x, const float *dy, const float *y, size_t rows, size_t C, const float *mhi,
-                        const float *mlo, const float *invstd, int relu, double *s);
+void k_bn_grad_sums_par(const float *x, const float *dy, size_t rows, size_t C, const float *mhi, const float *mlo,
+                        const float *invstd, const float *scale, const float *beta, int relu, double *s);
 
 // A convolution's shape: n images (h, w, c) to (oh, ow, o), a k x k
 // kernel with stride and zero padding.

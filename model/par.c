@@ -259,7 +259,7 @@ static size_t rows_each(size_t c) { return c >= GRAIN ? 1 : GRAIN / (c ? c : 1);
 // ew carries one pass's arguments to its tasks; u is the rows per part.
 struct ew {
 	float *y;
-	const float *a, *b, *x, *dy, *yr, *mean, *scale, *beta, *k;
+	const float *a, *b, *x, *dy, *mean, *scale, *beta, *k;
 	const float *z, *zmean, *zscale, *zbeta; // k_join's shortcut
 	size_t rows, C, u;
 	int relu;
@@ -310,13 +310,14 @@ static void t_bn_dx(void *p, size_t lo, size_t hi, int w) {
 	struct ew *e = p;
 	ROWS(e);
 	size_t C = e->C;
-	k_bn_dx(e->y + r0 * C, e->dy + r0 * C, e->x + r0 * C, e->relu ? e->yr + r0 * C : e->yr, r1 - r0, C, e->mean, e->a,
-	        e->b, e->k, e->relu);
+	k_bn_dx(e->y + r0 * C, e->dy + r0 * C, e->x + r0 * C, r1 - r0, C, e->mean, e->a, e->b, e->k, e->scale, e->beta,
+	        e->relu);
 }
 
-void k_bn_dx_par(float *dx, const float *dy, const float *x, const float *y, size_t rows, size_t C, const float *mean,
-                 const float *a, const float *b, const float *k, int relu) {
-	struct ew e = {.y = dx, .dy = dy, .x = x, .yr = y, .mean = mean, .a = a, .b = b, .k = k, .relu = relu};
+void k_bn_dx_par(float *dx, const float *dy, const float *x, size_t rows, size_t C, const float *mean, const float *a,
+                 const float *b, const float *k, const float *scale, const float *beta, int relu) {
+	struct ew e = {.y = dx, .dy = dy, .x = x, .mean = mean, .a = a, .b = b, .k = k, .scale = scale, .beta = beta,
+	               .relu = relu};
 	ew_run(&e, rows, C, t_bn_dx);
 }
 
@@ -507,15 +508,15 @@ static void t_bn_grad_sums(void *p, size_t lo, size_t hi, int w) {
 	size_t C = e->C;
 	for (size_t u = lo; u < hi; u++) {
 		size_t r0 = u * e->u, r1 = r0 + e->u < e->rows ? r0 + e->u : e->rows;
-		k_bn_grad_sums(e->x + r0 * C, e->dy + r0 * C, e->relu ? e->yr + r0 * C : e->yr, r1 - r0, C, e->mean, e->a,
-		               e->k, e->relu, e->s + u * 2 * C);
+		k_bn_grad_sums(e->x + r0 * C, e->dy + r0 * C, r1 - r0, C, e->mean, e->a, e->k, e->scale, e->beta, e->relu,
+		               e->s + u * 2 * C);
 	}
 	(void)w;
 }
 
-void k_bn_grad_sums_par(const float *x, const float *dy, const float *y, size_t rows, size_t C, const float *mhi,
-                        const float *mlo, const float *invstd, int relu, double *s) {
-	struct ew e = {.x = x, .dy = dy, .yr = y, .mean = mhi, .a = mlo, .k = invstd, .relu = relu};
+void k_bn_grad_sums_par(const float *x, const float *dy, size_t rows, size_t C, const float *mhi, const float *mlo,
+                        const float *invstd, const float *scale, const float *beta, int relu, double *s) {
+	struct ew e = {.x = x, .dy = dy, .mean = mhi, .a = mlo, .k = invstd, .scale = scale, .beta = beta, .relu = relu};
 	sum_parts(&e, rows, C, s, t_bn_grad_sums);
 }
 
