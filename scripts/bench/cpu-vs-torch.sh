@@ -83,16 +83,23 @@ run() {
 	local tt="" pt="" jt="" tr="" pr="" jr=""
 	echo "## $name: np $np, $threads thread(s) per rank"
 	for i in $(seq 1 "$rounds"); do
-		out=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads")
-		t=$(awk -v u="$unit" '$1==u{print $2}' <<<"$out")
-		r=$(awk '/^peak RSS per rank/{print $5}' <<<"$out")
+		out0=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads")
+		t=$(awk -v u="$unit" '$1==u{print $2}' <<<"$out0")
+		r=$(awk '/^peak RSS per rank/{print $5}' <<<"$out0")
 		out=$(twice "${mpi[@]}" "$python" "${pargs[@]}" --threads "$threads")
 		p=$(json "$key" <<<"$out")
 		q=$(json peak_rss_mib <<<"$out")
 		out=$(twice "${mpi[@]}" env LD_PRELOAD="$jemalloc" MALLOC_CONF="$jconf" "$python" "${pargs[@]}" --threads "$threads")
 		j=$(json "$key" <<<"$out")
 		k=$(json peak_rss_mib <<<"$out")
-		echo "round $i: train $t $unit (peak RSS $r MiB), PyTorch $p $unit (peak RSS $q MiB), PyTorch+jemalloc $j $unit (peak RSS $k MiB)"
+		# The GPT's bench prints its model FLOP/s over SGEMM 1024^3 on every
+		# rank in the same run (MFU): PyTorch's share of that same rate is
+		# its throughput over train's times train's share.
+		mfu=$(awk '/^MFU/{print $2; exit}' <<<"$out0")
+		at=""
+		[[ -n $mfu ]] && at=$(awk -v m="$mfu" -v t="$t" -v p="$p" -v j="$j" -v g="$(sed -n 's/^# SGEMM.*once: \([0-9.]*\) GFLOP.*/\1/p' <<<"$out0")" \
+			'BEGIN{printf "; of SGEMM 1024^3 (%s GFLOP/s per rank, same run): train %.2f, PyTorch %.2f, PyTorch+jemalloc %.2f", g, m, m*p/t, m*j/t}')
+		echo "round $i: train $t $unit (peak RSS $r MiB), PyTorch $p $unit (peak RSS $q MiB), PyTorch+jemalloc $j $unit (peak RSS $k MiB)$at"
 		tt+="$t " pt+="$p " jt+="$j " tr+="$r " pr+="$q " jr+="$k "
 	done
 	a=$(median <<<"$tt")
