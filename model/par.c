@@ -605,12 +605,12 @@ static void t_gemm_rows(void *p, size_t lo, size_t hi, int w) {
 // bits equal at every thread count (an element is one block's call, and
 // the rows within a block are cut on multiples of GEMM_BLOCK as above).
 #define COLBLOCK 2048
-// PART_ROWS: the fewest rows of C a part of a product cut by rows gets.
-// The MLP's first layer (64 x 784 by 784 x 256) cut into 4 parts of 16
-// rows packed its 784 x 256 weights 4 times for 25.7 MFLOP: at 2 threads
-// the MLP ran slower than at one (91,000 against 104,000 samples/s).
-#define PART_ROWS 64
 #define BIG_B (4 << 20) // floats of B
+// PART_ROWS: the fewest rows of C a part of a product cut by rows gets.
+// Each part packs all of B: the MLP's first layer (64 x 784 by 784 x
+// 256) cut into 4 parts of 16 rows packed its weights 4 times for 25.7
+// MFLOP (the MLP at 2 threads: 2.24x with this floor, ab-step.sh).
+#define PART_ROWS 64
 
 struct tiles {
 	struct gemm g; // g.parts: row parts per column block
