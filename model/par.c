@@ -661,8 +661,7 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 		parts = 2 * T;
 	else if (parts >= T)
 		parts = T;
-	// And no part under PART_ROWS rows: each part packs all of B again,
-	// which costs about what 60 rows of products on it do.
+	// And no part under PART_ROWS rows: each part packs all of B again.
 	if (parts > m / PART_ROWS) parts = m / PART_ROWS;
 	if (parts < 2) {
 		k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
