@@ -949,7 +949,9 @@ VEC static void t_sum_first(void *q, size_t lo, size_t hi, int w) {
 
 // sum_first adds parts 1 to n-1 of K floats each (p, one after another)
 // into part 0, each value's in part order, across the threads in slices
-// of the values: the same sums at any thread count. Cut by output
+// of the values: the same sums at any thread count. Every convolution's
+// weight gradient (Winograd's, im2col's, the few-channel stem's) sums its
+// parts through it. Cut by output
 // channels with the transform after it, as it was, a 16-channel layer's
 // reduction was one unit: one thread summed while the other waited, and
 // read half the parts from the other core (ResNet-20, 2 threads: 4.7
@@ -1072,9 +1074,8 @@ void k_few_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const f
 	size_t units = (s->n + cv.u - 1) / cv.u;
 	cv.parts = partials(units * K * sizeof(float));
 	run(units, t_few_dw, &cv);
+	sum_first(cv.parts, units, K);
 	memcpy(dwt, cv.parts, K * sizeof(float));
-	for (size_t u = 1; u < units; u++)
-		for (size_t j = 0; j < K; j++) dwt[j] += cv.parts[u * K + j];
 }
 
 static void t_conv_dw(void *p, size_t lo, size_t hi, int w) {
@@ -1097,11 +1098,8 @@ void k_conv_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const 
 	size_t units = (s->n + cv.u - 1) / cv.u;
 	cv.parts = partials(units * OK * sizeof(float));
 	run(units, t_conv_dw, &cv);
+	sum_first(cv.parts, units, OK);
 	memcpy(dwt, cv.parts, OK * sizeof(float));
-	for (size_t u = 1; u < units; u++) {
-		const float *q = cv.parts + u * OK;
-		for (size_t j = 0; j < OK; j++) dwt[j] += q[j];
-	}
 }
 
 // col2im adds dcols (n*oh*ow, k*k*c) into dx (n, h, w, c), the inverse

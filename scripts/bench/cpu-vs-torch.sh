@@ -95,10 +95,10 @@ run() {
 		# The GPT's bench prints its model FLOP/s over SGEMM 1024^3 on every
 		# rank in the same run (MFU): PyTorch's share of that same rate is
 		# its throughput over train's times train's share.
-		mfu=$(awk '/^MFU/{print $2; exit}' <<<"$out0")
-		at=""
-		[[ -n $mfu ]] && at=$(awk -v m="$mfu" -v t="$t" -v p="$p" -v j="$j" -v g="$(sed -n 's/^# SGEMM.*once: \([0-9.]*\) GFLOP.*/\1/p' <<<"$out0")" \
-			'BEGIN{printf "; of SGEMM 1024^3 (%s GFLOP/s per rank, same run): train %.2f, PyTorch %.2f, PyTorch+jemalloc %.2f", g, m, m*p/t, m*j/t}')
+		at=$(awk -v t="$t" -v p="$p" -v j="$j" '
+			/^# SGEMM/ { sub(/.*once: /, ""); g = $1 }
+			/^MFU/ { m = $2 }
+			END { if (m != "") printf "; of SGEMM 1024^3 (%s GFLOP/s per rank, same run): train %.2f, PyTorch %.2f, PyTorch+jemalloc %.2f", g, m, m*p/t, m*j/t }' <<<"$out0")
 		echo "round $i: train $t $unit (peak RSS $r MiB), PyTorch $p $unit (peak RSS $q MiB), PyTorch+jemalloc $j $unit (peak RSS $k MiB)$at"
 		tt+="$t " pt+="$p " jt+="$j " tr+="$r " pr+="$q " jr+="$k "
 	done
