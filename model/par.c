@@ -827,9 +827,9 @@ static void t_wide_mul(void *p, size_t lo, size_t hi, int w) {
 		const float *V = d->V + r0 * a2 * C + j * C;
 		float *M = d->M + r0 * a2 * O + j * O;
 		if (d->dy)
-			k_sgemm1(1, 0, O, C, T, 1, M, a2 * O, V, a2 * C, 0, d->dU + part * d->K + j * C * O, C);
+			k_wino_dw_mul(d->dU + part * d->K + j * C * O, M, a2 * O, V, a2 * C, T, C, O, 1);
 		else
-			k_sgemm1(0, 0, T, O, C, 1, V, a2 * C, d->U + j * C * O, O, 0, M, a2 * O);
+			k_wino_mul(M, a2 * O, V, a2 * C, d->U + j * C * O, T, C, O, 1);
 	}
 }
 

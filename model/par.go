@@ -63,3 +63,27 @@ func wideRuns() int { return int(C.k_wino_wide_runs()) }
 func poolCheck(passes, units int, seed uint32) int {
 	return int(C.k_pool_check(C.int(passes), C.int(units), C.uint(seed)))
 }
+
+// winoMul and winoDWMul run winograd.c's products for a test: P points'
+// m = v u (k_wino_mul) and d = mt^T v (k_wino_dw_mul), T tiles whose rows
+// of v and m (mt) are ldv and ldm floats apart, point j's at j*c (v) and
+// j*o (m).
+func winoMul(m []float32, ldm int, v []float32, ldv int, u []float32, t, c, o, p int) {
+	C.k_wino_mul(f32(m), C.size_t(ldm), f32(v), C.size_t(ldv), f32(u), C.size_t(t), C.size_t(c), C.size_t(o),
+		C.size_t(p))
+}
+
+func winoDWMul(d, mt []float32, ldm int, v []float32, ldv, t, c, o, p int) {
+	C.k_wino_dw_mul(f32(d), f32(mt), C.size_t(ldm), f32(v), C.size_t(ldv), C.size_t(t), C.size_t(c), C.size_t(o),
+		C.size_t(p))
+}
+
+// winoAVX512 turns the products' AVX-512 code off (false) or back to the
+// CPU's choice, and reports whether it was in use.
+func winoAVX512(on bool) bool {
+	v := 0
+	if on {
+		v = 1
+	}
+	return C.k_wino_avx512(C.int(v)) != 0
+}

@@ -635,6 +635,246 @@ static void gather(float *y, const float *M, size_t n, size_t h, size_t w, size_
 	abort();
 }
 
+// ---- the products ----
+//
+// Each point's product is T tiles by C channels in, times C x O: K = C is
+// 16 to 64, too short for OpenBLAS's small-matrix kernel, which loads a
+// row of U and broadcasts 6 rows of V per step, 16 steps, then stores
+// and starts the next 6 rows: each accumulator is one FMA chain, so a
+// step waits on the FMA's latency, and the block's set-up and stores
+// come every 16 steps. Measured on ResNet-20's 28x28x16 layer (64 images,
+// one thread, `perf record` of BenchmarkConv3x3): that kernel was half
+// the forward. mul_block keeps 12 rows by 2 vectors of 16 outputs in
+// registers (24 chains: enough to keep both FMA pipes busy). Each output
+// is the same FMA chain over c from zero as OpenBLAS's (its small and
+// Haswell kernels both), so the same bits.
+#define UNROLL16 _Pragma("GCC unroll 16")
+// bcast is x in every lane (vbroadcastss, or an FMA's broadcast operand).
+#define bcast(x) ((x) - (vf){0})
+#define MUL_BLOCK(G, NB)                                                                                   \
+	INL void mul_##G##_##NB(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t C,    \
+	                        size_t O) {                                                                    \
+		vf acc[G][NB];                                                                                     \
+		UNROLL16 for (int g = 0; g < G; g++) UNROLL16 for (int b = 0; b < NB; b++) acc[g][b] = (vf){0};    \
+		for (size_t c = 0; c < C; c++) {                                                                   \
+			vf u[NB];                                                                                      \
+			UNROLL16 for (int b = 0; b < NB; b++) u[b] = LD(U + c * O + 16 * b);                           \
+			UNROLL16 for (int g = 0; g < G; g++) {                                                         \
+				vf s = bcast(V[g * ldv + c]);                                                           \
+				UNROLL16 for (int b = 0; b < NB; b++) acc[g][b] += s * u[b];                               \
+			}                                                                                              \
+		}                                                                                                  \
+		UNROLL16 for (int g = 0; g < G; g++) UNROLL16 for (int b = 0; b < NB; b++)                         \
+			ST(M + g * ldm + 16 * b, acc[g][b]);                                                           \
+	}
+MUL_BLOCK(12, 2)
+MUL_BLOCK(12, 1)
+MUL_BLOCK(4, 2)
+MUL_BLOCK(4, 1)
+MUL_BLOCK(1, 2)
+MUL_BLOCK(1, 1)
+
+// MUL_ROWS runs M = V U by blocks of G rows (then 4, then 1), 2 vectors
+// of outputs a block where they fit, with C_ channels in and rows L_
+// apart in V.
+#define MUL_ROWS(G)                                                                                        \
+	for (size_t t = 0; t < T;) {                                                                           \
+		size_t g = T - t >= G ? G : T - t >= 4 ? 4 : 1;                                                    \
+		for (size_t j = 0; j < P; j++) {                                                                   \
+			const float *v = V + t * L_ + j * C_, *u = U + j * C_ * O;                                     \
+			float *m = M + t * ldm + j * O;                                                                \
+			size_t o = 0;                                                                                  \
+			for (; o + 32 <= O; o += 32)                                                                   \
+				if (g == G)                                                                                \
+					mul_##G##_2(m + o, ldm, v, L_, u + o, C_, O);                                          \
+				else if (g == 4)                                                                           \
+					mul_4_2(m + o, ldm, v, L_, u + o, C_, O);                                              \
+				else                                                                                       \
+					mul_1_2(m + o, ldm, v, L_, u + o, C_, O);                                              \
+			if (o < O) {                                                                                   \
+				if (g == G)                                                                                \
+					mul_##G##_1(m + o, ldm, v, L_, u + o, C_, O);                                          \
+				else if (g == 4)                                                                           \
+					mul_4_1(m + o, ldm, v, L_, u + o, C_, O);                                              \
+				else                                                                                       \
+					mul_1_1(m + o, ldm, v, L_, u + o, C_, O);                                              \
+			}                                                                                              \
+		}                                                                                                  \
+		t += g;                                                                                            \
+	}
+
+// BY_SHAPE runs call with C_ and L_ constants for the plans' shapes
+// (16 to 64 channels; 16, 24 or 36 points a tile): V's rows are then
+// immediate offsets from one pointer. With them variables, GCC kept the
+// 12 rows' offsets on the stack and reloaded one for every FMA.
+#define SHAPE(c, a, ...)                  \
+	case c * 100 + a: {                   \
+		const size_t C_ = c, L_ = c * a;  \
+		__VA_ARGS__;                      \
+	} break;
+#define BY_SHAPE(...)                                                                       \
+	switch (ldv % C == 0 ? C * 100 + ldv / C : 0) {                                         \
+ 		SHAPE(16, 16, __VA_ARGS__) SHAPE(16, 24, __VA_ARGS__) SHAPE(16, 36, __VA_ARGS__)      \
+		SHAPE(32, 16, __VA_ARGS__) SHAPE(32, 24, __VA_ARGS__) SHAPE(32, 36, __VA_ARGS__)      \
+		SHAPE(64, 16, __VA_ARGS__) SHAPE(64, 24, __VA_ARGS__) SHAPE(64, 36, __VA_ARGS__)      \
+	default: {                                                                              \
+		const size_t C_ = C, L_ = ldv;                                                      \
+		__VA_ARGS__;                                                                            \
+	}                                                                                       \
+	}
+
+// AVX-512's 32 registers hold 12 x 2 accumulators; AVX2's 16 hold 4 x 1
+// (a vf is two of its registers), so the two get their own functions.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("arch=x86-64-v4"))) static void mul_v4(float *M, size_t ldm, const float *V, size_t ldv,
+                                                               const float *U, size_t T, size_t C, size_t O, size_t P) {
+	BY_SHAPE(MUL_ROWS(12))
+}
+#endif
+__attribute__((target_clones("arch=x86-64-v3", "default"))) static void mul_any(float *M, size_t ldm,
+                                                                                 const float *V, size_t ldv,
+                                                                                 const float *U, size_t T,
+                                                                                 size_t C, size_t O, size_t P) {
+	BY_SHAPE(MUL_ROWS(4))
+}
+
+// MUL_MOST: the largest C x O that takes mul_rows (16 KB of U, in L1
+// beside the rows); larger products, and O not a multiple of 16, go to
+// OpenBLAS.
+#define MUL_MOST (64 * 64)
+
+#define MUL_ALL (64 * 1024)
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// have_v4: the CPU runs x86-64-v4 (AVX-512) code, unless a test said
+// otherwise (k_wino_avx512).
+static int v4 = -1;
+static int have_v4(void) {
+	if (v4 < 0) v4 = __builtin_cpu_supports("x86-64-v4") != 0;
+	return v4;
+}
+#endif
+
+// k_wino_avx512 turns the products' AVX-512 functions off (0), so that a
+// test runs the others on a machine that has it, or back to the CPU's
+// choice (1). It returns whether they were in use.
+int k_wino_avx512(int on) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+	int was = have_v4();
+	v4 = on ? __builtin_cpu_supports("x86-64-v4") != 0 : 0;
+	return was;
+#else
+	(void)on;
+	return 0;
+#endif
+}
+
+// k_wino_mul sets M (T rows, ldm apart) to V (T rows of C, ldv apart)
+// times U (C x O): one point's product.
+void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t T, size_t C, size_t O,
+                size_t P) {
+	if (O % 16 != 0 || C * O > MUL_MOST) {
+		for (size_t j = 0; j < P; j++)
+			k_sgemm1(0, 0, T, O, C, 1, V + j * C, ldv, U + j * C * O, O, 0, M + j * O, ldm);
+		return;
+	}
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+	if (have_v4()) {
+		mul_v4(M, ldm, V, ldv, U, T, C, O, P);
+		return;
+	}
+#endif
+	mul_any(M, ldm, V, ldv, U, T, C, O, P);
+}
+
+// The weight gradient's products, dU_j (O x C) = M_j^T V_j summed over
+// T tiles, the same way: a block of OB outputs by NB vectors of 16
+// channels in registers, one FMA chain each over the tiles in order from
+// zero, as OpenBLAS's kernels sum them. A chain may stop at a block of
+// tiles and go on from D (first 0): a float through memory is the same
+// float, so the bits do not depend on the blocks.
+#define DW_BLOCK(OB, NB)                                                                                   \
+	INL void dw_##OB##_##NB(float *D, size_t ldd, const float *Mt, size_t lm, const float *V, size_t lv,   \
+	                        size_t T, int first) {                                                         \
+		vf acc[OB][NB];                                                                                    \
+		UNROLL16 for (int a = 0; a < OB; a++) UNROLL16 for (int b = 0; b < NB; b++) acc[a][b] =            \
+		    first ? (vf){0} : LD(D + a * ldd + 16 * b);                                                    \
+		for (size_t t = 0; t < T; t++, Mt += lm, V += lv) {                                                \
+			vf x[NB];                                                                                      \
+			UNROLL16 for (int b = 0; b < NB; b++) x[b] = LD(V + 16 * b);                                   \
+			UNROLL16 for (int a = 0; a < OB; a++) {                                                        \
+				vf s = bcast(Mt[a]);                                                                       \
+				UNROLL16 for (int b = 0; b < NB; b++) acc[a][b] += s * x[b];                               \
+			}                                                                                              \
+		}                                                                                                  \
+		UNROLL16 for (int a = 0; a < OB; a++) UNROLL16 for (int b = 0; b < NB; b++)                        \
+			ST(D + a * ldd + 16 * b, acc[a][b]);                                                           \
+	}
+DW_BLOCK(16, 1)
+DW_BLOCK(8, 2)
+DW_BLOCK(8, 1)
+DW_BLOCK(4, 1)
+
+// DW_TILES: the tiles of a block when the P points' products go tile
+// block by tile block (see MUL_ALL).
+#define DW_TILES 32
+
+// DW_ROWS runs the blocks over the tiles (DW_TILES at a time, every point
+// of a block before the next), O (a multiple of OB) and C. D holds P
+// products of O x C one after another; point j's rows are j*C (V) and j*O
+// (Mt) into a tile's.
+#define DW_ROWS(OB, NB)                                                                                    \
+	for (size_t t0 = 0; t0 < T; t0 += TB) {                                                                \
+		size_t nt = T - t0 < TB ? T - t0 : TB;                                                             \
+		for (size_t j = 0; j < P; j++) {                                                                   \
+			float *d = D + j * C * O;                                                                      \
+			const float *mt = Mt + t0 * lm + j * O, *v = V + t0 * lv + j * C;                              \
+			for (size_t o = 0; o < O; o += OB) {                                                           \
+				size_t c = 0;                                                                              \
+				if (NB == 2)                                                                               \
+					for (; c + 32 <= C; c += 32)                                                           \
+						dw_##OB##_##NB(d + o * C + c, C, mt + o, lm, v + c, lv, nt, t0 == 0);              \
+				for (; c < C; c += 16) dw_##OB##_1(d + o * C + c, C, mt + o, lm, v + c, lv, nt, t0 == 0);  \
+			}                                                                                              \
+		}                                                                                                  \
+	}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("arch=x86-64-v4"))) static void dw_v4(float *D, const float *Mt, size_t lm, const float *V,
+                                                              size_t lv, size_t T, size_t C, size_t O, size_t P,
+                                                              size_t TB) {
+	if (C == 16)
+		DW_ROWS(16, 1)
+	else
+		DW_ROWS(8, 2)
+}
+#endif
+__attribute__((target_clones("arch=x86-64-v3", "default"))) static void dw_any(float *D, const float *Mt, size_t lm,
+                                                                                const float *V, size_t lv,
+                                                                                size_t T, size_t C, size_t O,
+                                                                                size_t P, size_t TB) {
+	DW_ROWS(4, 1)
+}
+
+// k_wino_dw_mul sets D (P products of O x C) to Mt_j^T V_j: Mt T rows of
+// O, lm apart, V T rows of C, lv apart, point j's at j*O and j*C.
+void k_wino_dw_mul(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C, size_t O,
+                   size_t P) {
+	if (O % 16 != 0 || C % 16 != 0 || C * O > MUL_MOST) {
+		for (size_t j = 0; j < P; j++)
+			k_sgemm1(1, 0, O, C, T, 1, Mt + j * O, lm, V + j * C, lv, 0, D + j * C * O, C);
+		return;
+	}
+	size_t TB = P * C * O <= MUL_ALL ? DW_TILES : T;
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+	if (have_v4()) {
+		dw_v4(D, Mt, lm, V, lv, T, C, O, P, TB);
+		return;
+	}
+#endif
+	dw_any(D, Mt, lm, V, lv, T, C, O, P, TB);
+}
+
 // k_wino_conv is one part of a convolution: y (n, h, w, O) = x (n, h, w,
 // C) convolved with U (k_wino_points rows of C x O) from k_wino_weights,
 // added to y when add; work holds k_wino_work_floats(n, w, C, O, p)
@@ -652,8 +892,11 @@ void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, s
 		const struct k_wino_class *k = &p->c[i];
 		size_t T = n * k->ny * k->nx, a2 = aa(k);
 		spread(0, V, x, n, h, w, C, zero, k);
-		for (size_t j = 0; j < a2; j++)
-			k_sgemm1(0, 0, T, O, C, 1, V + j * C, a2 * C, U + j * C * O, O, 0, M + j * O, a2 * O);
+		if (a2 * C * O <= MUL_ALL)
+			k_wino_mul(M, a2 * O, V, a2 * C, U, T, C, O, a2);
+		else
+			for (size_t j = 0; j < a2; j++)
+				k_wino_mul(M + j * O, a2 * O, V + j * C, a2 * C, U + j * C * O, T, C, O, 1);
 		gather(y, M, n, h, w, O, add, sink, k);
 		U += a2 * C * O;
 	}
@@ -700,8 +943,7 @@ void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t
 		size_t T = n * k->ny * k->nx, a2 = aa(k);
 		spread(0, V, x, n, h, w, C, zero, k);
 		spread(1, M, dy, n, h, w, O, zero, k);
-		for (size_t j = 0; j < a2; j++)
-			k_sgemm1(1, 0, O, C, T, 1, M + j * O, a2 * O, V + j * C, a2 * C, 0, dU + j * C * O, C);
+		k_wino_dw_mul(dU, M, a2 * O, V, a2 * C, T, C, O, a2);
 		dU += a2 * C * O;
 	}
 }

@@ -383,3 +383,92 @@ func firstDiff(a, b []float32) int {
 	}
 	return -1
 }
+
+// TestWinogradProducts holds winograd.c's own products (k_wino_mul, the
+// forward's V U per point, and k_wino_dw_mul, the weight gradient's M^T V)
+// to their definition summed in float64: row counts that leave every
+// block size's remainder (1 to 45 tiles), channel counts with and without
+// a pair of vectors (48), the shapes past MUL_MOST that go to OpenBLAS,
+// all of a tile's points at once (block by block of tiles, where they
+// fit MUL_ALL) and one, with the AVX-512 code and without. Values outside
+// the points asked for must stay as they were.
+func TestWinogradProducts(t *testing.T) {
+	if _, err := openblas.Load("", 1); err != nil {
+		t.Fatal(err)
+	}
+	has := winoAVX512(true)
+	defer winoAVX512(true)
+	const sentinel = float32(12345)
+	rng := rand.New(rand.NewPCG(3, 5))
+	for _, avx := range []bool{true, false} {
+		if avx && !has {
+			t.Logf("no AVX-512 on this CPU: only the AVX2 and baseline products run")
+			continue
+		}
+		winoAVX512(avx)
+		for _, co := range [][2]int{{16, 16}, {32, 32}, {48, 48}, {64, 64}, {16, 48}, {48, 16}, {128, 32}, {96, 64}} {
+			c, o := co[0], co[1]
+			for _, tiles := range []int{1, 7, 13, 45} {
+				for _, a2 := range []int{16, 36} {
+					for _, p := range []int{a2, 1} {
+						name := fmt.Sprintf("avx512 %v c %d o %d tiles %d points %d of %d", avx, c, o, tiles, p, a2)
+						v, u := normals(rng, tiles*a2*c), normals(rng, a2*c*o)
+						m := make([]float32, tiles*a2*o)
+						for i := range m {
+							m[i] = sentinel
+						}
+						winoMul(m, a2*o, v, a2*c, u, tiles, c, o, p)
+						want, got := []float64{}, []float32{}
+						for tt := range tiles {
+							for j := range a2 {
+								for oo := range o {
+									g := m[(tt*a2+j)*o+oo]
+									if j >= p {
+										if g != sentinel {
+											t.Fatalf("%s: m of tile %d point %d written", name, tt, j)
+										}
+										continue
+									}
+									var s float64
+									for cc := range c {
+										s += float64(v[(tt*a2+j)*c+cc]) * float64(u[(j*c+cc)*o+oo])
+									}
+									want, got = append(want, s), append(got, g)
+								}
+							}
+						}
+						if err := near.Check(want, widen(got), 1e-5); err != nil {
+							t.Errorf("%s: V U: %v", name, err)
+						}
+						mt := normals(rng, tiles*a2*o)
+						d := make([]float32, (p+1)*c*o)
+						for i := range d {
+							d[i] = sentinel
+						}
+						winoDWMul(d, mt, a2*o, v, a2*c, tiles, c, o, p)
+						want, got = want[:0], got[:0]
+						for j := range p {
+							for oo := range o {
+								for cc := range c {
+									var s float64
+									for tt := range tiles {
+										s += float64(mt[(tt*a2+j)*o+oo]) * float64(v[(tt*a2+j)*c+cc])
+									}
+									want, got = append(want, s), append(got, d[(j*o+oo)*c+cc])
+								}
+							}
+						}
+						if err := near.Check(want, widen(got), 1e-5); err != nil {
+							t.Errorf("%s: M^T V: %v", name, err)
+						}
+						for i := p * c * o; i < len(d); i++ {
+							if d[i] != sentinel {
+								t.Fatalf("%s: d[%d] past the points written", name, i)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
