@@ -644,10 +644,11 @@ static void gather(float *y, const float *M, size_t n, size_t h, size_t w, size_
 // step waits on the FMA's latency, and the block's set-up and stores
 // come every 16 steps. Measured on ResNet-20's 28x28x16 layer (64 images,
 // one thread, `perf record` of BenchmarkConv3x3): that kernel was half
-// the forward. mul_block keeps 12 rows by 2 vectors of 16 outputs in
+// the forward. MUL_BLOCK keeps 12 rows by 2 vectors of 16 outputs in
 // registers (24 chains: enough to keep both FMA pipes busy). Each output
-// is the same FMA chain over c from zero as OpenBLAS's (its small and
-// Haswell kernels both), so the same bits.
+// is the same FMA chain over c from zero as OpenBLAS's small kernels
+// (SkylakeX's, Cooperlake's), so the same bits; its Haswell kernels sum
+// in another order.
 #define UNROLL16 _Pragma("GCC unroll 16")
 // bcast is x in every lane (vbroadcastss, or an FMA's broadcast operand).
 #define bcast(x) ((x) - (vf){0})
@@ -660,7 +661,7 @@ static void gather(float *y, const float *M, size_t n, size_t h, size_t w, size_
 			vf u[NB];                                                                                      \
 			UNROLL16 for (int b = 0; b < NB; b++) u[b] = LD(U + c * O + 16 * b);                           \
 			UNROLL16 for (int g = 0; g < G; g++) {                                                         \
-				vf s = bcast(V[g * ldv + c]);                                                           \
+				vf s = bcast(V[g * ldv + c]);                                                              \
 				UNROLL16 for (int b = 0; b < NB; b++) acc[g][b] += s * u[b];                               \
 			}                                                                                              \
 		}                                                                                                  \
@@ -712,15 +713,15 @@ MUL_BLOCK(1, 1)
 		const size_t C_ = c, L_ = c * a;  \
 		__VA_ARGS__;                      \
 	} break;
-#define BY_SHAPE(...)                                                                       \
-	switch (ldv % C == 0 ? C * 100 + ldv / C : 0) {                                         \
- 		SHAPE(16, 16, __VA_ARGS__) SHAPE(16, 24, __VA_ARGS__) SHAPE(16, 36, __VA_ARGS__)      \
-		SHAPE(32, 16, __VA_ARGS__) SHAPE(32, 24, __VA_ARGS__) SHAPE(32, 36, __VA_ARGS__)      \
-		SHAPE(64, 16, __VA_ARGS__) SHAPE(64, 24, __VA_ARGS__) SHAPE(64, 36, __VA_ARGS__)      \
-	default: {                                                                              \
-		const size_t C_ = C, L_ = ldv;                                                      \
-		__VA_ARGS__;                                                                            \
-	}                                                                                       \
+#define BY_SHAPE(...)                                                                  \
+	switch (ldv % C == 0 ? C * 100 + ldv / C : 0) {                                    \
+		SHAPE(16, 16, __VA_ARGS__) SHAPE(16, 24, __VA_ARGS__) SHAPE(16, 36, __VA_ARGS__) \
+		SHAPE(32, 16, __VA_ARGS__) SHAPE(32, 24, __VA_ARGS__) SHAPE(32, 36, __VA_ARGS__) \
+		SHAPE(64, 16, __VA_ARGS__) SHAPE(64, 24, __VA_ARGS__) SHAPE(64, 36, __VA_ARGS__) \
+	default: {                                                                         \
+		const size_t C_ = C, L_ = ldv;                                                 \
+		__VA_ARGS__;                                                                   \
+	}                                                                                  \
 	}
 
 // AVX-512's 32 registers hold 12 x 2 accumulators; AVX2's 16 hold 4 x 1
@@ -743,6 +744,13 @@ __attribute__((target_clones("arch=x86-64-v3", "default"))) static void mul_any(
 // OpenBLAS.
 #define MUL_MOST (64 * 64)
 
+// MUL_ALL: the most floats of a class's transformed kernels (all its
+// points) for which a call's points go tile block by tile block, every
+// point of a block's rows while they are in L1 (256 KiB: in L2). More,
+// point by point, each over all the tiles: a block would read them all
+// again. Measured in BenchmarkConv3x3's forward, 64 images, one thread:
+// 28x28x16 0.84 -> 0.71 ms, 14x14x32 0.60 -> 0.56 with it, 7x7x64 (590
+// KiB) slower.
 #define MUL_ALL (64 * 1024)
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -769,10 +777,15 @@ int k_wino_avx512(int on) {
 #endif
 }
 
-// k_wino_mul sets M (T rows, ldm apart) to V (T rows of C, ldv apart)
-// times U (C x O): one point's product.
+// k_wino_mul sets P points' products: M_j = V_j U_j, T rows each, point
+// j's rows at j*O into M's (ldm apart) and j*C into V's (ldv apart), U_j
+// C x O at j*C*O.
 void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t T, size_t C, size_t O,
                 size_t P) {
+	if (P > 1 && P * C * O > MUL_ALL) {
+		for (size_t j = 0; j < P; j++) k_wino_mul(M + j * O, ldm, V + j * C, ldv, U + j * C * O, T, C, O, 1);
+		return;
+	}
 	if (O % 16 != 0 || C * O > MUL_MOST) {
 		for (size_t j = 0; j < P; j++)
 			k_sgemm1(0, 0, T, O, C, 1, V + j * C, ldv, U + j * C * O, O, 0, M + j * O, ldm);
@@ -816,7 +829,8 @@ DW_BLOCK(8, 1)
 DW_BLOCK(4, 1)
 
 // DW_TILES: the tiles of a block when the P points' products go tile
-// block by tile block (see MUL_ALL).
+// block by tile block (under MUL_ALL, as the forward's; measured 1.006
+// of a ResNet-20 step at np=2, within the noise, and no bits change).
 #define DW_TILES 32
 
 // DW_ROWS runs the blocks over the tiles (DW_TILES at a time, every point
@@ -892,11 +906,7 @@ void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, s
 		const struct k_wino_class *k = &p->c[i];
 		size_t T = n * k->ny * k->nx, a2 = aa(k);
 		spread(0, V, x, n, h, w, C, zero, k);
-		if (a2 * C * O <= MUL_ALL)
-			k_wino_mul(M, a2 * O, V, a2 * C, U, T, C, O, a2);
-		else
-			for (size_t j = 0; j < a2; j++)
-				k_wino_mul(M + j * O, a2 * O, V + j * C, a2 * C, U + j * C * O, T, C, O, 1);
+		k_wino_mul(M, a2 * O, V, a2 * C, U, T, C, O, a2);
 		gather(y, M, n, h, w, O, add, sink, k);
 		U += a2 * C * O;
 	}
