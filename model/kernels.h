@@ -99,6 +99,7 @@ void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, s
 size_t k_wino_work_floats(size_t n, size_t w, size_t C, size_t O, const struct k_wino_plan *p);
 size_t k_wino_class_tiles(const struct k_wino_plan *p, int i);
 long k_wino_wide_runs(void);
+long k_wino_own_runs(void);
 size_t k_wino_class_points(const struct k_wino_plan *p, int i);
 void k_wino_spread(int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero,
                    const struct k_wino_plan *p, int i);

@@ -693,6 +693,13 @@ struct conv {
 	float beta;
 	size_t u;
 	const struct k_wino_plan *plan; // Winograd's tiles
+	// A small layer's transformed kernels, each thread's own (own_kernels):
+	// from wt into u_own + w * u_floats, on its first part.
+	const float *wt;
+	float *u_own;
+	size_t u_floats;
+	int flip;
+	char made[MAXT];
 };
 
 #define IMAGES(cv, i, b0, b1)                     \
@@ -736,14 +743,28 @@ void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	run((s->n + cv.u - 1) / cv.u, t_conv_fwd, &cv);
 }
 
+// kernels is worker w's transformed kernels for a Winograd pass: the
+// shared ones, or its own, made on its first part.
+static const float *kernels(struct conv *cv, int w) {
+	if (!cv->u_own) return cv->w;
+	float *u = cv->u_own + (size_t)w * cv->u_floats;
+	if (!cv->made[w]) {
+		size_t o = cv->flip ? cv->s->c : cv->s->o, c = cv->flip ? cv->s->o : cv->s->c;
+		k_wino_weights(u, cv->wt, o, c, cv->flip, cv->plan, 0, o);
+		cv->made[w] = 1;
+	}
+	return u;
+}
+
 static void t_wino(void *p, size_t lo, size_t hi, int w) {
 	struct conv *cv = p;
 	const struct k_conv_shape *s = cv->s;
 	size_t in = s->h * s->w * s->c, out = s->h * s->w * s->o;
+	const float *U = kernels(cv, w);
 	for (size_t i = lo; i < hi; i++) {
 		IMAGES(cv, i, b0, b1);
 		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->w, s->c, s->o, cv->plan));
-		k_wino_conv(cv->y + b0 * out, cv->x + b0 * in, cv->w, b1 - b0, s->h, s->w, s->c, s->o, cv->beta != 0, work,
+		k_wino_conv(cv->y + b0 * out, cv->x + b0 * in, U, b1 - b0, s->h, s->w, s->c, s->o, cv->beta != 0, work,
 		            cv->plan);
 	}
 }
@@ -761,6 +782,23 @@ static size_t wino_part(const struct k_conv_shape *s, const struct k_wino_plan *
 }
 
 static struct kept ukern; // the transformed kernels
+
+// OWN_KERNELS: the most floats of a layer's transformed kernels that
+// every thread makes for itself, on its first part of the pass, instead
+// of one pass of WINO_BLOCK outputs a unit before the products. A
+// 16-channel layer's (36 x 16 x 16) were one unit: one thread
+// transformed while the others waited, then every thread's products
+// read them from its cache (ResNet-20, 2 threads, `perf record`: that
+// pass took 2.2 times its one-thread time). Made by each thread, they
+// are the same values, and stay in its own cache; 16 Ki floats, the
+// 16-channel layers' 9,216 and not the 32-channel ones' (which are 2
+// units or more already).
+#define OWN_KERNELS (16 * 1024)
+
+// k_wino_own_runs counts the passes whose threads made their own kernels
+// (a test's check that its shapes take the path).
+static long own_runs;
+long k_wino_own_runs(void) { return own_runs; }
 
 // ---- Winograd passes wider than their parts ----
 //
@@ -980,13 +1018,23 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
                     int m) {
 	struct k_wino_plan plan;
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
-	float *u = keep(&ukern, k_wino_points(&plan) * s->c * s->o * sizeof(float));
+	size_t nu = k_wino_points(&plan) * s->c * s->o;
+	struct conv cv = {.s = s, .x = x, .y = y, .beta = beta, .plan = &plan};
+	cv.u = wino_part(s, &plan);
+	size_t parts = (s->n + cv.u - 1) / cv.u;
+	if (nthreads > 1 && !wide(parts) && nu <= OWN_KERNELS) {
+		cv.u_floats = (nu + 15) & ~(size_t)15; // each thread's on its own cache lines
+		cv.u_own = keep(&ukern, (size_t)nthreads * cv.u_floats * sizeof(float));
+		cv.wt = wt, cv.flip = flip;
+		own_runs++;
+		run(parts, t_wino, &cv);
+		return;
+	}
+	float *u = keep(&ukern, nu * sizeof(float));
 	struct wk k = {
 	    .u = u, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .plan = &plan};
 	run((k.o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights, &k);
-	struct conv cv = {.s = s, .x = x, .w = u, .y = y, .beta = beta, .plan = &plan};
-	cv.u = wino_part(s, &plan);
-	size_t parts = (s->n + cv.u - 1) / cv.u;
+	cv.w = u;
 	if (wide(parts)) {
 		struct wd d = {.s = s, .plan = &plan, .add = beta != 0, .C = s->c, .O = s->o, .u = cv.u, .parts = parts,
 		               .x = x, .U = u, .y = y};

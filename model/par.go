@@ -58,6 +58,10 @@ func buffersMisaligned() int { return int(C.k_buffers_misaligned()) }
 // wideRuns counts the Winograd passes that ran wide (par.c).
 func wideRuns() int { return int(C.k_wino_wide_runs()) }
 
+// ownRuns counts the Winograd passes whose threads made their own
+// transformed kernels (par.c's OWN_KERNELS).
+func ownRuns() int { return int(C.k_wino_own_runs()) }
+
 // poolCheck runs passes empty passes of up to units units on the pool and
 // returns how many units did not run exactly once (par.c's k_pool_check).
 func poolCheck(passes, units int, seed uint32) int {

@@ -472,3 +472,51 @@ func TestWinogradProducts(t *testing.T) {
 		}
 	}
 }
+
+// TestWinogradOwnKernels: where each thread makes its own transformed
+// kernels (small layers, passes of at least as many parts as threads),
+// the forward, the input gradient (the rotated kernels, channels
+// swapped: 16 in and 32 out, and 32 in and 16 out, under F(2x2)) and the
+// weight gradient are the one-thread path's bits at 2 and 3 threads.
+func TestWinogradOwnKernels(t *testing.T) {
+	defer func() { winoTile = 0 }()
+	defer UseWinograd(winograd)
+	defer SetThreads(1)
+	for _, sh := range [][6]int{{4, 16, 28, 28, 16, 16}, {2, 16, 12, 12, 16, 32}, {2, 16, 9, 9, 32, 16}} {
+		m, n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]
+		useMode(m)
+		p := &Params{}
+		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
+		p.Alloc()
+		rng := rand.New(rand.NewPCG(uint64(n), 11))
+		conv.init(rng)
+		x, dy := normals(rng, n*h*w*c), normals(rng, n*h*w*o)
+		run := func(threads int) (y, dx, dw []float32) {
+			if got := SetThreads(threads); got != threads {
+				t.Fatalf("SetThreads(%d) = %d", threads, got)
+			}
+			y, dx = make([]float32, n*h*w*o), make([]float32, n*h*w*c)
+			conv.Forward(y, x, n)
+			clear(p.Grad)
+			conv.Backward(dx, dy, x, y, n)
+			return y, dx, slices.Clone(conv.W.Of(p.Grad))
+		}
+		y1, dx1, dw1 := run(1)
+		for _, threads := range []int{2, 3} {
+			before := ownRuns()
+			y2, dx2, dw2 := run(threads)
+			// The forward and the input gradient.
+			if got := ownRuns() - before; got != 2 {
+				t.Errorf("%v: %d passes made their own kernels at %d threads, want 2", sh, got, threads)
+			}
+			for _, c := range []struct {
+				name      string
+				one, many []float32
+			}{{"y", y1, y2}, {"dx", dx1, dx2}, {"dw", dw1, dw2}} {
+				if i := firstDiff(c.one, c.many); i >= 0 {
+					t.Errorf("%v: %s[%d] is %v at %d threads, %v at one", sh, c.name, i, c.many[i], threads, c.one[i])
+				}
+			}
+		}
+	}
+}
