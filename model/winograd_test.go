@@ -334,24 +334,7 @@ func TestWinogradWide(t *testing.T) {
 	defer UseWinograd(winograd)
 	defer SetThreads(1)
 	for _, sh := range [][6]int{{4, 64, 7, 7, 64, 64}, {4, 64, 14, 14, 32, 32}, {4, 6, 9, 7, 16, 21}, {2, 5, 13, 18, 5, 16}, {4, 3, 28, 28, 16, 16}} {
-		m, n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]
-		useMode(m)
-		p := &Params{}
-		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
-		p.Alloc()
-		rng := rand.New(rand.NewPCG(uint64(n), 9))
-		conv.init(rng)
-		x, dy := normals(rng, n*h*w*c), normals(rng, n*h*w*o)
-		run := func(threads int) (y, dx, dw []float32) {
-			if got := SetThreads(threads); got != threads {
-				t.Fatalf("SetThreads(%d) = %d", threads, got)
-			}
-			y, dx = make([]float32, n*h*w*o), make([]float32, n*h*w*c)
-			conv.Forward(y, x, n)
-			clear(p.Grad)
-			conv.Backward(dx, dy, x, y, n)
-			return y, dx, slices.Clone(conv.W.Of(p.Grad))
-		}
+		run := convAtThreads(t, sh, 9)
 		y1, dx1, dw1 := run(1)
 		before := wideRuns()
 		y16, dx16, dw16 := run(16)
@@ -367,6 +350,32 @@ func TestWinogradWide(t *testing.T) {
 				t.Errorf("%v: %s[%d] is %v at 16 threads, %v at one", sh, c.name, i, c.many[i], c.one[i])
 			}
 		}
+	}
+}
+
+// convAtThreads builds a 3x3 stride-1 convolution of shape sh (m, n, h,
+// w, c, o) under F(m x m) with random weights, input and output gradient
+// (seeded by n and seed), and returns a function that runs its forward
+// and backward at a thread count: the output, the input gradient and the
+// weight gradient.
+func convAtThreads(t *testing.T, sh [6]int, seed uint64) func(threads int) (y, dx, dw []float32) {
+	m, n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]
+	useMode(m)
+	p := &Params{}
+	conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
+	p.Alloc()
+	rng := rand.New(rand.NewPCG(uint64(n), seed))
+	conv.init(rng)
+	x, dy := normals(rng, n*h*w*c), normals(rng, n*h*w*o)
+	return func(threads int) (y, dx, dw []float32) {
+		if got := SetThreads(threads); got != threads {
+			t.Fatalf("SetThreads(%d) = %d", threads, got)
+		}
+		y, dx = make([]float32, n*h*w*o), make([]float32, n*h*w*c)
+		conv.Forward(y, x, n)
+		clear(p.Grad)
+		conv.Backward(dx, dy, x, y, n)
+		return y, dx, slices.Clone(conv.W.Of(p.Grad))
 	}
 }
 
@@ -483,24 +492,7 @@ func TestWinogradOwnKernels(t *testing.T) {
 	defer UseWinograd(winograd)
 	defer SetThreads(1)
 	for _, sh := range [][6]int{{4, 16, 28, 28, 16, 16}, {2, 16, 12, 12, 16, 32}, {2, 16, 9, 9, 32, 16}} {
-		m, n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]
-		useMode(m)
-		p := &Params{}
-		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
-		p.Alloc()
-		rng := rand.New(rand.NewPCG(uint64(n), 11))
-		conv.init(rng)
-		x, dy := normals(rng, n*h*w*c), normals(rng, n*h*w*o)
-		run := func(threads int) (y, dx, dw []float32) {
-			if got := SetThreads(threads); got != threads {
-				t.Fatalf("SetThreads(%d) = %d", threads, got)
-			}
-			y, dx = make([]float32, n*h*w*o), make([]float32, n*h*w*c)
-			conv.Forward(y, x, n)
-			clear(p.Grad)
-			conv.Backward(dx, dy, x, y, n)
-			return y, dx, slices.Clone(conv.W.Of(p.Grad))
-		}
+		run := convAtThreads(t, sh, 11)
 		y1, dx1, dw1 := run(1)
 		for _, threads := range []int{2, 3} {
 			before := ownRuns()
