@@ -725,17 +725,22 @@ MUL_BLOCK(1, 1)
 	}
 
 // AVX-512's 32 registers hold 12 x 2 accumulators; AVX2's 16 hold 4 x 1
-// (a vf is two of its registers), so the two get their own functions.
+// (a vf is two of its registers), so the two get their own functions:
+// the *_v4 ones, and the *_any ones cloned for AVX2 and the baseline
+// (VEC_NO4; plain C where GCC's clones are not available).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VEC_NO4 __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define VEC_NO4
+#endif
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target("arch=x86-64-v4"))) static void mul_v4(float *M, size_t ldm, const float *V, size_t ldv,
                                                                const float *U, size_t T, size_t C, size_t O, size_t P) {
 	BY_SHAPE(MUL_ROWS(12))
 }
 #endif
-__attribute__((target_clones("arch=x86-64-v3", "default"))) static void mul_any(float *M, size_t ldm,
-                                                                                 const float *V, size_t ldv,
-                                                                                 const float *U, size_t T,
-                                                                                 size_t C, size_t O, size_t P) {
+VEC_NO4 static void mul_any(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t T, size_t C,
+                            size_t O, size_t P) {
 	BY_SHAPE(MUL_ROWS(4))
 }
 
@@ -863,10 +868,8 @@ __attribute__((target("arch=x86-64-v4"))) static void dw_v4(float *D, const floa
 		DW_ROWS(8, 2)
 }
 #endif
-__attribute__((target_clones("arch=x86-64-v3", "default"))) static void dw_any(float *D, const float *Mt, size_t lm,
-                                                                                const float *V, size_t lv,
-                                                                                size_t T, size_t C, size_t O,
-                                                                                size_t P, size_t TB) {
+VEC_NO4 static void dw_any(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C,
+                           size_t O, size_t P, size_t TB) {
 	DW_ROWS(4, 1)
 }
 
