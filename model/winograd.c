@@ -760,21 +760,20 @@ VEC_NO4 static void mul_any(float *M, size_t ldm, const float *V, size_t ldv, co
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 // have_v4: the CPU runs x86-64-v4 (AVX-512) code, unless a test said
-// otherwise (k_wino_avx512).
-static int v4 = -1;
-static int have_v4(void) {
-	if (v4 < 0) v4 = __builtin_cpu_supports("x86-64-v4") != 0;
-	return v4;
-}
+// otherwise (k_wino_avx512). Asked at every call (a few loads of the
+// CPU's feature bits): a value cached on first use would be written by
+// whichever pool threads got there first, a data race.
+static int v4_off;
+static int have_v4(void) { return !v4_off && __builtin_cpu_supports("x86-64-v4"); }
 #endif
 
 // k_wino_avx512 turns the products' AVX-512 functions off (0), so that a
 // test runs the others on a machine that has it, or back to the CPU's
-// choice (1). It returns whether they were in use.
+// choice (1), while no pass runs. It returns whether they were in use.
 int k_wino_avx512(int on) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 	int was = have_v4();
-	v4 = on ? __builtin_cpu_supports("x86-64-v4") != 0 : 0;
+	v4_off = !on;
 	return was;
 #else
 	(void)on;
