@@ -807,15 +807,12 @@ void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U
 // The weight gradient's products, dU_j (O x C) = M_j^T V_j summed over
 // T tiles, the same way: a block of OB outputs by NB vectors of 16
 // channels in registers, one FMA chain each over the tiles in order from
-// zero, as OpenBLAS's kernels sum them. A chain may stop at a block of
-// tiles and go on from D (first 0): a float through memory is the same
-// float, so the bits do not depend on the blocks.
+// zero, as OpenBLAS's kernels sum them.
 #define DW_BLOCK(OB, NB)                                                                                   \
 	INL void dw_##OB##_##NB(float *D, size_t ldd, const float *Mt, size_t lm, const float *V, size_t lv,   \
-	                        size_t T, int first) {                                                         \
+	                        size_t T) {                                                                    \
 		vf acc[OB][NB];                                                                                    \
-		UNROLL16 for (int a = 0; a < OB; a++) UNROLL16 for (int b = 0; b < NB; b++) acc[a][b] =            \
-		    first ? (vf){0} : LD(D + a * ldd + 16 * b);                                                    \
+		UNROLL16 for (int a = 0; a < OB; a++) UNROLL16 for (int b = 0; b < NB; b++) acc[a][b] = (vf){0};   \
 		for (size_t t = 0; t < T; t++, Mt += lm, V += lv) {                                                \
 			vf x[NB];                                                                                      \
 			UNROLL16 for (int b = 0; b < NB; b++) x[b] = LD(V + 16 * b);                                   \
@@ -832,35 +829,26 @@ DW_BLOCK(8, 2)
 DW_BLOCK(8, 1)
 DW_BLOCK(4, 1)
 
-// DW_TILES: the tiles of a block when the P points' products go tile
-// block by tile block (under MUL_ALL, as the forward's; measured 1.006
-// of a ResNet-20 step at np=2, within the noise, and no bits change).
-#define DW_TILES 32
-
-// DW_ROWS runs the blocks over the tiles (DW_TILES at a time, every point
-// of a block before the next), O (a multiple of OB) and C. D holds P
-// products of O x C one after another; point j's rows are j*C (V) and j*O
-// (Mt) into a tile's.
+// DW_ROWS runs the blocks over the P points, O (a multiple of OB) and C.
+// D holds P products of O x C one after another; point j's rows are j*C
+// (V) and j*O (Mt) into a tile's. (Taking the points tile block by tile
+// block, as the forward does, measured 1.006 of a ResNet-20 step: not
+// kept.)
 #define DW_ROWS(OB, NB)                                                                                    \
-	for (size_t t0 = 0; t0 < T; t0 += TB) {                                                                \
-		size_t nt = T - t0 < TB ? T - t0 : TB;                                                             \
-		for (size_t j = 0; j < P; j++) {                                                                   \
-			float *d = D + j * C * O;                                                                      \
-			const float *mt = Mt + t0 * lm + j * O, *v = V + t0 * lv + j * C;                              \
-			for (size_t o = 0; o < O; o += OB) {                                                           \
-				size_t c = 0;                                                                              \
-				if (NB == 2)                                                                               \
-					for (; c + 32 <= C; c += 32)                                                           \
-						dw_##OB##_##NB(d + o * C + c, C, mt + o, lm, v + c, lv, nt, t0 == 0);              \
-				for (; c < C; c += 16) dw_##OB##_1(d + o * C + c, C, mt + o, lm, v + c, lv, nt, t0 == 0);  \
-			}                                                                                              \
+	for (size_t j = 0; j < P; j++) {                                                                       \
+		float *d = D + j * C * O;                                                                          \
+		const float *mt = Mt + j * O, *v = V + j * C;                                                      \
+		for (size_t o = 0; o < O; o += OB) {                                                               \
+			size_t c = 0;                                                                                  \
+			if (NB == 2)                                                                                   \
+				for (; c + 32 <= C; c += 32) dw_##OB##_##NB(d + o * C + c, C, mt + o, lm, v + c, lv, T);   \
+			for (; c < C; c += 16) dw_##OB##_1(d + o * C + c, C, mt + o, lm, v + c, lv, T);                \
 		}                                                                                                  \
 	}
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target("arch=x86-64-v4"))) static void dw_v4(float *D, const float *Mt, size_t lm, const float *V,
-                                                              size_t lv, size_t T, size_t C, size_t O, size_t P,
-                                                              size_t TB) {
+                                                              size_t lv, size_t T, size_t C, size_t O, size_t P) {
 	if (C == 16)
 		DW_ROWS(16, 1)
 	else
@@ -868,7 +856,7 @@ __attribute__((target("arch=x86-64-v4"))) static void dw_v4(float *D, const floa
 }
 #endif
 VEC_NO4 static void dw_any(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C,
-                           size_t O, size_t P, size_t TB) {
+                           size_t O, size_t P) {
 	DW_ROWS(4, 1)
 }
 
@@ -881,14 +869,13 @@ void k_wino_dw_mul(float *D, const float *Mt, size_t lm, const float *V, size_t 
 			k_sgemm1(1, 0, O, C, T, 1, Mt + j * O, lm, V + j * C, lv, 0, D + j * C * O, C);
 		return;
 	}
-	size_t TB = P * C * O <= MUL_ALL ? DW_TILES : T;
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 	if (have_v4()) {
-		dw_v4(D, Mt, lm, V, lv, T, C, O, P, TB);
+		dw_v4(D, Mt, lm, V, lv, T, C, O, P);
 		return;
 	}
 #endif
-	dw_any(D, Mt, lm, V, lv, T, C, O, P, TB);
+	dw_any(D, Mt, lm, V, lv, T, C, O, P);
 }
 
 // k_wino_conv is one part of a convolution: y (n, h, w, O) = x (n, h, w,
