@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"train/model"
 	"train/mpi"
 	"train/trainer"
 )
@@ -18,6 +19,10 @@ import (
 // configuration describes.
 type StepBench struct {
 	Warmup, Steps int
+	// Passes prints where rank 0's timed steps went, pass by pass of the
+	// CPU's thread pool (model.Passes): the time of each kind of pass and
+	// the tail of it the caller waited for the other threads.
+	Passes bool
 }
 
 // quiet is cfg for a benchmark: nothing watches, nothing is written,
@@ -52,6 +57,9 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	}
 	if sb.Warmup < 0 || sb.Steps < 1 {
 		return trainer.Agree(w, fmt.Errorf("--warmup %d --steps %d: need warmup >= 0 and steps >= 1", sb.Warmup, sb.Steps))
+	}
+	if sb.Passes && cfg.Device.Device == trainer.CUDA {
+		return trainer.Agree(w, fmt.Errorf("--passes profiles the CPU's thread pool; with --device cuda use --gpu-profile"))
 	}
 	s, err := trainer.NewSession(w, quiet(cfg), trainer.Options{Err: io.Discard, Bench: true})
 	if err != nil {
@@ -90,9 +98,15 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	if err := w.Barrier(); err != nil {
 		return err
 	}
+	model.ProfilePasses(sb.Passes)
 	start := time.Now()
 	if err := s.Steps(sb.Steps); err != nil {
 		return err
+	}
+	var passes []model.Pass
+	if sb.Passes {
+		passes = model.Passes()
+		model.ProfilePasses(false)
 	}
 	t := []float64{time.Since(start).Seconds(), s.Waiting().Seconds(), float64(PeakRSS()), 0, float64(SharedRSS())}
 	if dev != nil {
@@ -129,6 +143,9 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	if dev != nil {
 		fmt.Fprintf(out, "peak device memory per rank %.0f MiB (train's allocations; cuDNN's and cuBLAS's own not counted)\n", t[3]/(1<<20))
 	}
+	if sb.Passes {
+		printPasses(out, passes, sb.Steps, perStep)
+	}
 	if len(prof) > 0 {
 		names := slices.SortedFunc(maps.Keys(prof), func(a, b string) int { return cmp.Compare(prof[b], prof[a]) })
 		var total time.Duration
@@ -141,4 +158,27 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 		}
 	}
 	return devErr
+}
+
+// printPasses is --passes' table: rank 0's passes over the timed steps,
+// per step, the longest first.
+func printPasses(out io.Writer, passes []model.Pass, steps int, perStep float64) {
+	var total, wait time.Duration
+	n := 0
+	for _, p := range passes {
+		total += p.Total
+		wait += p.Wait
+		n += p.Count
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(steps) }
+	fmt.Fprintf(out, "# --passes (rank 0; a pass is one parallel region of the thread pool, model/par.c; products made in one call count as t_gemm_rows of 1 unit): %.2f ms per step in %d passes, %.2f of it waiting at the passes' ends; %.2f outside them\n",
+		per(total), n/steps, per(wait), perStep*1e3-per(total))
+	fmt.Fprintf(out, "#   %-22s %6s %9s %9s %9s %6s\n", "task", "units", "per step", "ms/step", "waiting", "share")
+	for _, p := range passes {
+		share := 0.0
+		if p.Total > 0 {
+			share = 100 * p.Wait.Seconds() / p.Total.Seconds()
+		}
+		fmt.Fprintf(out, "#   %-22s %6d %9.1f %9.3f %9.3f %5.1f%%\n", p.Task, p.Units, float64(p.Count)/float64(steps), per(p.Total), per(p.Wait), share)
+	}
 }

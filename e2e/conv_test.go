@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,14 +145,15 @@ func TestBadCIFAR(t *testing.T) {
 }
 
 // TestBenchStep: `train bench step` reports throughput and its fraction of
-// SGEMM.
+// SGEMM, and with --passes where the steps went, pass by pass, the tasks
+// named from the binary's symbol table.
 func TestBenchStep(t *testing.T) {
 	e2e(t)
 	// TRAIN_DATA=synthetic: bench step's own default. TestMain points the
 	// variable at Fashion-MNIST for the training runs, and bench step
 	// honours it as it does every TRAIN_* variable.
 	r := trainRun(t, 2, 3*time.Minute, []string{"TRAIN_DATA=synthetic"}, "bench", "step", "--depth", "8", "--batch-size", "8", "--steps", "2", "--warmup", "1",
-		"--synthetic-shape", "3x16x16", "--synthetic-samples", "64")
+		"--synthetic-shape", "3x16x16", "--synthetic-samples", "64", "--passes")
 	if r.code != 0 {
 		t.Fatalf("bench step: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -167,6 +170,25 @@ func TestBenchStep(t *testing.T) {
 	}
 	if !(frac > 0 && frac < 1.5) {
 		t.Errorf("fraction of SGEMM %v", frac)
+	}
+	// --passes: a row per kind of pass, "#   task units per-step ms/step
+	// waiting share%"; ResNet-8's 3x3 convolutions run Winograd's passes.
+	tasks := map[string]bool{}
+	for _, l := range strings.Split(r.stdout, "\n") {
+		f := strings.Fields(l)
+		if len(f) == 7 && f[0] == "#" && strings.HasSuffix(f[6], "%") {
+			tasks[f[1]] = true
+		}
+	}
+	for _, want := range []string{"t_wino", "t_wino_dw", "t_bn_stats"} {
+		if !tasks[want] {
+			t.Errorf("--passes lists %v, not %s:\n%s", slices.Sorted(maps.Keys(tasks)), want, r.stdout)
+		}
+	}
+	for task := range tasks {
+		if strings.HasPrefix(task, "0x") {
+			t.Errorf("--passes: task %s unnamed", task)
+		}
 	}
 }
 

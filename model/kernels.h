@@ -41,6 +41,8 @@ void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *id
 #define MAXT 256
 int k_set_threads(int n);
 void k_set_sgemm(void *f);
+void k_pass_profile(int on);
+int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait);
 int k_buffers_misaligned(void);
 int k_pool_check(int passes, int units, unsigned seed);
 void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,

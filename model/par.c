@@ -174,6 +174,63 @@ int k_set_threads(int n) {
 	return nthreads;
 }
 
+// ---- the pass profile (train bench step --passes) ----
+
+// While on, every pass adds its time to the entry of its task and unit
+// count: the whole pass as the caller saw it, and the part of it the
+// caller spent waiting, its own chunks done, for the other threads to
+// finish theirs (a pass's tail: the threads' imbalance and a late
+// worker's start). Products that k_sgemm makes in one call count as a
+// pass of t_gemm_rows of one unit, so that one thread's table has them
+// too. Off, a pass pays one predictable branch.
+#define PROF_MAX 128
+struct k_pass_prof {
+	task_fn fn;
+	size_t units;
+	unsigned long n;
+	double total, wait;
+};
+static struct k_pass_prof prof[PROF_MAX];
+static int nprof;
+static _Atomic int prof_on;
+
+static double prof_now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+// prof_add records one pass (entries past PROF_MAX are dropped and
+// counted in the last).
+static void prof_add(task_fn fn, size_t units, double t0, double t1, double t2) {
+	int i = 0;
+	while (i < nprof && !(prof[i].fn == fn && prof[i].units == units)) i++;
+	if (i == nprof) {
+		if (nprof == PROF_MAX) i = PROF_MAX - 1;
+		else prof[nprof++] = (struct k_pass_prof){.fn = fn, .units = units};
+	}
+	prof[i].n++;
+	prof[i].total += t2 - t0;
+	prof[i].wait += t2 - t1;
+}
+
+// k_pass_profile empties the profile and turns it on or off (called
+// between steps, from the training goroutine, as the passes are).
+void k_pass_profile(int on) {
+	pthread_mutex_lock(&busy);
+	nprof = 0;
+	prof_on = on;
+	pthread_mutex_unlock(&busy);
+}
+
+// k_pass_profile_entry reads entry i; it returns 0 past the last.
+int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait) {
+	if (i < 0 || i >= nprof) return 0;
+	*fn = (void *)prof[i].fn, *units = prof[i].units, *n = prof[i].n;
+	*total = prof[i].total, *wait = prof[i].wait;
+	return 1;
+}
+
 // run_chunks runs fn(ctx, lo, hi, w) on chunks of chunk contiguous units
 // of [0, units) across the pool, the caller too. Thread w of T owns the
 // w-th of T equal shares of the chunks and takes its own in order, then
@@ -198,9 +255,11 @@ int k_set_threads(int n) {
 static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 	if (units == 0) return;
 	pthread_mutex_lock(&busy);
+	double t0 = prof_on ? prof_now() : 0, t1 = t0;
 	int T = (size_t)nthreads < units ? nthreads : (int)units;
 	if (T <= 1 || created == 0) {
 		fn(ctx, 0, units, 0);
+		if (prof_on) t1 = prof_now(), prof_add(fn, units, t0, t1, t1);
 		pthread_mutex_unlock(&busy);
 		return;
 	}
@@ -215,6 +274,7 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 	atomic_fetch_add(&gen, 1);
 	if (atomic_load(&gen_sleepers)) fwake(&gen);
 	take(0);
+	if (prof_on) t1 = prof_now();
 	unsigned v;
 	int spins = 0;
 	while ((v = atomic_load(&left)) != 0) {
@@ -226,6 +286,7 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 		if ((v = atomic_load(&left)) != 0) fwait(&left, v);
 		atomic_store(&left_sleeper, 0);
 	}
+	if (prof_on) prof_add(fn, units, t0, t1, prof_now());
 	pthread_mutex_unlock(&busy);
 }
 
@@ -630,6 +691,22 @@ static void t_gemm_tiles(void *p, size_t lo, size_t hi, int w) {
 	}
 }
 
+// gemm_one is k_sgemm's product in one call, a pass of t_gemm_rows of one
+// unit in the pass profile.
+static void gemm_one(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                     const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+	if (!prof_on) {
+		k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+		return;
+	}
+	double t0 = prof_now();
+	k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+	double t1 = prof_now();
+	pthread_mutex_lock(&busy);
+	prof_add(t_gemm_rows, 1, t0, t1, t1);
+	pthread_mutex_unlock(&busy);
+}
+
 // k_sgemm is k_sgemm1 cut across the threads when big enough (2 MFLOP),
 // or into column blocks (above): each element of C stays one call's dot
 // product over all of k, with the same bits (above).
@@ -647,7 +724,7 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 		return;
 	}
 	if (nthreads <= 1 || mnk < (1 << 21)) {
-		k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+		gemm_one(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
 	}
 	// Two parts a thread, not one block: each call packs B again; and
@@ -664,7 +741,7 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 	// And no part under PART_ROWS rows: each part packs all of B again.
 	if (parts > m / PART_ROWS) parts = m / PART_ROWS;
 	if (parts < 2) {
-		k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+		gemm_one(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
 	}
 	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, units, parts};
@@ -994,9 +1071,14 @@ VEC static void t_sum_first(void *q, size_t lo, size_t hi, int w) {
 // reduction was one unit: one thread summed while the other waited, and
 // read half the parts from the other core (ResNet-20, 2 threads: 4.7
 // times its one-thread time, 7% of the step).
+// t_sum is the pass's task: t_sum_first is cloned per instruction set,
+// and a pointer to it is its resolver's, which the pass profile cannot
+// name.
+static void t_sum(void *q, size_t lo, size_t hi, int w) { t_sum_first(q, lo, hi, w); }
+
 static void sum_first(float *p, size_t n, size_t K) {
 	struct sf f = {.p = p, .n = n, .K = K};
-	run((K + SUM_SLICE - 1) / SUM_SLICE, t_sum_first, &f);
+	run((K + SUM_SLICE - 1) / SUM_SLICE, t_sum, &f);
 }
 
 // t_wino_weights_grad takes the summed dU of its outputs back to dwt.
