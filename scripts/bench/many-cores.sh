@@ -21,6 +21,9 @@
 #   scale16    cpu-vs-torch.sh's scaling part at T = 16 (ResNet-20, GPT:
 #              1 thread, 16 threads, 16 one-thread processes at once)
 #   scale8     the same at T = 8
+#   passes16   train bench step --passes at 1 and 16 threads, ResNet-20 and
+#              the GPT: where the 16 threads' time goes, pass by pass, and
+#              each pass's tail spent waiting
 #   torch2     cpu-vs-torch.sh's comparisons at T = 2 (np=1 with 2
 #              threads, np=2), ResNet-20 (Winograd) and the GPT
 #   torch16    the same at T = 16
@@ -28,7 +31,7 @@
 #              and its logs in $OUT/gpu/gpu-logs.tgz
 #
 # The next device run, as planned (carry .gpu):
-#   scripts/bench/many-cores.sh run probe scale16 torch16 scale8 gpucheck
+#   scripts/bench/many-cores.sh run probe passes16 scale16 torch16 gpucheck scale8
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=$PWD/.gpu
@@ -83,13 +86,25 @@ part() {
 		;;
 	scale16) SCALE_ONLY=1 scripts/bench/cpu-vs-torch.sh 3 "$bin/kjv" 16 ;;
 	scale8) SCALE_ONLY=1 scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 8 ;;
+	passes16)
+		for t in 1 16; do
+			a=(--model resnet --depth 20 --bn local --warmup 20 --steps 100 --threads "$t" --passes)
+			echo "## train bench step ${a[*]}"
+			"$bin/train" bench step "${a[@]}"
+		done
+		for t in 1 16; do
+			a=(--model gpt --data "$bin/kjv" --layers 6 --heads 6 --dim 384 --context 256 --batch-size 4 --optimizer adamw --steps 4 --warmup 1 --threads "$t" --passes)
+			echo "## train bench step ${a[*]}"
+			"$bin/train" bench step "${a[@]}"
+		done
+		;;
 	torch2) COMPARE_ONLY=1 WORKLOADS="winograd gpt" scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 2 ;;
 	torch16) COMPARE_ONLY=1 WORKLOADS="winograd gpt" scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 16 ;;
 	gpucheck) OUT=$out/gpu scripts/gpu-check.sh run "$bin" ;;
 	*) echo "many-cores.sh: unknown part $1" ;;
 	esac
 }
-declare -A limit=([probe]=60 [allreduce]=120 [scale16]=180 [scale8]=120 [torch2]=150 [torch16]=150 [gpucheck]=240)
+declare -A limit=([probe]=60 [allreduce]=120 [scale16]=180 [scale8]=120 [passes16]=120 [torch2]=150 [torch16]=150 [gpucheck]=240)
 # timeout runs each part in a child bash: export the function's needs.
 export -f part
 export bin lib out
