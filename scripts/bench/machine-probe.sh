@@ -10,7 +10,12 @@
 #   allocator hands memory back to the kernel and takes it again);
 # - a system call: FUTEX_WAKE with no waiter, in a loop;
 # - a thread wake-up: two threads passing a token through futexes, on one
-#   core and on two (a round trip is two wake-ups).
+#   core and on two (a round trip is two wake-ups);
+# - the core's peak: 12 independent chains of FMAs (AVX-512 where the CPU
+#   has it, else AVX2), what no SGEMM can beat;
+# - reading 1 MiB that the other core has just written, against reading it
+#   after writing it on the same core (what a pass pays when a thread reads
+#   another's output).
 #
 #   scripts/bench/machine-probe.sh
 #
@@ -117,6 +122,97 @@ static void pingpong(int cpu0, int cpu1) {
 	       d * 1e6 / (2 * rounds), rounds);
 }
 
+__attribute__((target("avx512f"))) static double fma512(long n) {
+	double t0 = now();
+	__asm__ volatile("vxorps %%zmm1, %%zmm1, %%zmm1\n"
+	                 "1:\n"
+	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm2\n vfmadd231ps %%zmm1, %%zmm1, %%zmm3\n"
+	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm4\n vfmadd231ps %%zmm1, %%zmm1, %%zmm5\n"
+	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm6\n vfmadd231ps %%zmm1, %%zmm1, %%zmm7\n"
+	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm8\n vfmadd231ps %%zmm1, %%zmm1, %%zmm9\n"
+	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm10\n vfmadd231ps %%zmm1, %%zmm1, %%zmm11\n"
+	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm12\n vfmadd231ps %%zmm1, %%zmm1, %%zmm13\n"
+	                 "dec %0\n jnz 1b\n"
+	                 : "+r"(n)::"xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+	                   "xmm12", "xmm13");
+	return now() - t0;
+}
+__attribute__((target("avx2,fma"))) static double fma256(long n) {
+	double t0 = now();
+	__asm__ volatile("vxorps %%ymm1, %%ymm1, %%ymm1\n"
+	                 "1:\n"
+	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm2\n vfmadd231ps %%ymm1, %%ymm1, %%ymm3\n"
+	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm4\n vfmadd231ps %%ymm1, %%ymm1, %%ymm5\n"
+	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm6\n vfmadd231ps %%ymm1, %%ymm1, %%ymm7\n"
+	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm8\n vfmadd231ps %%ymm1, %%ymm1, %%ymm9\n"
+	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm10\n vfmadd231ps %%ymm1, %%ymm1, %%ymm11\n"
+	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm12\n vfmadd231ps %%ymm1, %%ymm1, %%ymm13\n"
+	                 "dec %0\n jnz 1b\n"
+	                 : "+r"(n)::"xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
+	                   "xmm12", "xmm13");
+	return now() - t0;
+}
+static void fma_peak(void) {
+	long n = 200000000;
+	int wide = __builtin_cpu_supports("avx512f");
+	double best = 1e9;
+	for (int i = 0; i < 3; i++) {
+		double d = wide ? fma512(n) : fma256(n);
+		if (d < best) best = d;
+	}
+	printf("FMA peak, one thread, 12 chains of %s: %.1f GFLOP/s\n", wide ? "AVX-512" : "AVX2",
+	       (double)n * 12 * (wide ? 32 : 16) / best / 1e9);
+}
+
+// cross: thread B (core 1) writes a buffer, then core 0 reads it; then
+// core 0 writes and reads it again.
+#define XN (1 << 18) // 1 MiB of uint32
+static uint32_t *xbuf;
+static _Atomic int xphase;
+static void *xwriter(void *arg) {
+	(void)arg;
+	pin(1);
+	for (uint32_t it = 1;; it++) {
+		int p;
+		while ((p = atomic_load(&xphase)) != 1)
+			if (p == 9) return NULL;
+		for (int i = 0; i < XN; i++) xbuf[i] = (uint32_t)i + it;
+		atomic_store(&xphase, 2);
+	}
+}
+__attribute__((target_clones("avx512f", "avx2", "default"))) static uint32_t xsum(void) {
+	uint32_t s = 0;
+	for (int i = 0; i < XN; i++) s += xbuf[i];
+	return s;
+}
+static void cross(void) {
+	xbuf = aligned_alloc(64, XN * sizeof(uint32_t));
+	pthread_t t;
+	pthread_create(&t, NULL, xwriter, NULL);
+	pin(0);
+	double other = 0, own = 0;
+	volatile uint32_t sink = 0;
+	int reps = 300;
+	for (int r = 0; r < reps; r++) {
+		atomic_store(&xphase, 1);
+		while (atomic_load(&xphase) != 2) {
+		}
+		double t0 = now();
+		sink += xsum();
+		other += now() - t0;
+		for (int i = 0; i < XN; i++) xbuf[i] = (uint32_t)i * 3u;
+		t0 = now();
+		sink += xsum();
+		own += now() - t0;
+	}
+	atomic_store(&xphase, 9);
+	pthread_join(t, NULL);
+	double bytes = (double)XN * sizeof(uint32_t) * reps;
+	printf("reading 1 MiB on core 0: written by core 1 %.1f GB/s, written by core 0 %.1f GB/s\n", bytes / other / 1e9,
+	       bytes / own / 1e9);
+	(void)sink;
+}
+
 int main(int argc, char **argv) {
 	if (argc > 1 && !strcmp(argv[1], "sgemm")) {
 		printf("OpenBLAS %-10s SGEMM, one thread: 1024^3 %.1f GFLOP/s, 196x16x16 %.1f GFLOP/s\n",
@@ -132,10 +228,12 @@ int main(int argc, char **argv) {
 	printf("system call (FUTEX_WAKE, no waiter): %.2f us\n", (now() - t) / n * 1e6);
 	pingpong(0, 0);
 	if (sysconf(_SC_NPROCESSORS_ONLN) > 1) pingpong(0, 1);
+	fma_peak();
+	if (sysconf(_SC_NPROCESSORS_ONLN) > 1) cross();
 	return 0;
 }
 EOF
-gcc -O2 -o "$dir/probe" "$dir/probe.c" -lopenblas -lpthread
+gcc -O3 -o "$dir/probe" "$dir/probe.c" -lopenblas -lpthread
 echo "# $(awk -F': ' '/^model name/{m=$2} /^cpu family/{f=$2} /^model\t/{n=$2} END{print m", family "f" model "n}' /proc/cpuinfo), $(nproc) cores; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}"
 export OPENBLAS_NUM_THREADS=1
 for core in Haswell SkylakeX Cooperlake; do
