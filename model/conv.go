@@ -176,7 +176,10 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 	P := c.outH * c.outW
 	need(n*c.OutSize(), y)
 	need(n*c.InSize(), x)
-	c.permute()
+	wino := c.wino() != 0 && !c.few()
+	if !wino { // Winograd's transforms read W as it is
+		c.permute()
+	}
 	beta := float32(0)
 	if c.bias {
 		b := c.B.Of(c.p.Data)
@@ -193,8 +196,8 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 		C.k_few_forward(c.shape(n), f32(y), f32(x), f32(c.wt), C.float(beta))
 		return
 	}
-	if m := c.wino(); m != 0 {
-		C.k_wino_forward(c.shape(n), f32(y), f32(x), f32(c.wt), 0, C.float(beta), C.int(m))
+	if wino {
+		C.k_wino_forward(c.shape(n), f32(y), f32(x), f32(c.W.Of(c.p.Data)), 0, C.float(beta), C.int(c.wino()))
 		return
 	}
 	C.k_conv_forward(c.shape(n), f32(y), f32(x), f32(c.wt), C.float(beta))
@@ -212,23 +215,16 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 	}
 	useBLAS()
 	s := c.shape(n)
-	if c.few() {
-		C.k_few_dw(s, f32(c.dwt), f32(dy), f32(x))
-	} else if m := c.wino(); m != 0 {
-		C.k_wino_dw(s, f32(c.dwt), f32(dy), f32(x), C.int(m))
-	} else {
-		C.k_conv_dw(s, f32(c.dwt), f32(dy), f32(x))
-	}
 	dw := c.W.Of(c.p.Grad)
-	kk := c.k * c.k
-	for o := range c.outC {
-		src := c.dwt[o*kk*c.inC : (o+1)*kk*c.inC]
-		dst := dw[o*c.inC*kk : (o+1)*c.inC*kk]
-		for ch := range c.inC {
-			for ij := range kk {
-				dst[ch*kk+ij] += src[ij*c.inC+ch]
-			}
-		}
+	switch m := c.wino(); {
+	case c.few():
+		C.k_few_dw(s, f32(c.dwt), f32(dy), f32(x))
+		c.addGrad(dw)
+	case m != 0: // adds into dw itself, across the threads
+		C.k_wino_dw(s, f32(dw), f32(c.dwt), f32(dy), f32(x), C.int(m))
+	default:
+		C.k_conv_dw(s, f32(c.dwt), f32(dy), f32(x))
+		c.addGrad(dw)
 	}
 	if c.bias {
 		db := c.B.Of(c.p.Grad)
@@ -247,7 +243,7 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 		// the channels swapped, padding 1 again.
 		t := *s
 		t.c, t.o = s.o, s.c
-		C.k_wino_forward(&t, f32(dx), f32(dy), f32(c.wt), 1, 0, C.int(m))
+		C.k_wino_forward(&t, f32(dx), f32(dy), f32(c.W.Of(c.p.Data)), 1, 0, C.int(m))
 		return
 	}
 	var wflip *C.float
@@ -259,6 +255,21 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 		wflip = f32(c.wflip)
 	}
 	C.k_conv_dx(s, f32(dx), f32(dy), f32(c.wt), wflip)
+}
+
+// addGrad adds dwt (o, k, k, c), a pass's weight gradient, into dw (o, c,
+// k, k).
+func (c *Conv2D) addGrad(dw []float32) {
+	kk := c.k * c.k
+	for o := range c.outC {
+		src := c.dwt[o*kk*c.inC : (o+1)*kk*c.inC]
+		dst := dw[o*c.inC*kk : (o+1)*c.inC*kk]
+		for ch := range c.inC {
+			for ij := range kk {
+				dst[ch*kk+ij] += src[ij*c.inC+ch]
+			}
+		}
+	}
 }
 
 // flip sets wflip for a stride-1 convolution's dx, the forward

@@ -113,7 +113,7 @@ void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t
                     float *work, const struct k_wino_plan *p);
 void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, const struct k_wino_plan *p, size_t p0,
                          size_t p1);
-void k_wino_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x, int m);
+void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float *dy, const float *x, int m);
 size_t k_conv_part(size_t n, size_t per_image);
 void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);
 void k_conv_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x);
