@@ -1081,24 +1081,28 @@ static void sum_first(float *p, size_t n, size_t K) {
 	run((K + SUM_SLICE - 1) / SUM_SLICE, t_sum, &f);
 }
 
-// t_wino_weights_grad takes the summed dU of its outputs back to dwt and
-// adds that to the layer's gradient dw (both PyTorch's layout): the add
-// ran in Go on one thread, after a permutation also gone (ResNet-20 at 2
-// threads, `train bench step --passes`: the time outside the passes was
-// the most any one kind of work lost to perfect scaling).
+// t_wino_weights_grad takes the summed dU of its outputs back to dwt (o,
+// 3, 3, c) and adds that to the layer's gradient dw (o, c, 3, 3,
+// PyTorch's layout): the permuted add ran in Go on one thread (ResNet-20
+// at 2 threads, `train bench step --passes`: the time outside the passes
+// was the most any one kind of work lost to perfect scaling).
 static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 	struct wk *k = p;
 	size_t p0 = lo * WINO_BLOCK, p1 = hi * WINO_BLOCK < k->o ? hi * WINO_BLOCK : k->o, kc = 9 * k->c;
 	(void)w;
 	k_wino_weights_grad(k->dwt, k->parts, k->o, k->c, k->plan, p0, p1);
-	k_add(k->dw + p0 * kc, k->dw + p0 * kc, k->dwt + p0 * kc, (p1 - p0) * kc);
+	for (size_t o = p0; o < p1; o++) {
+		const float *src = k->dwt + o * kc;
+		float *dst = k->dw + o * kc;
+		for (size_t ch = 0; ch < k->c; ch++)
+			for (size_t ij = 0; ij < 9; ij++) dst[ch * 9 + ij] += src[ij * k->c + ch];
+	}
 }
 
 // k_wino_forward: y (n, h, w, o) = x (n, h, w, c) convolved, 3x3 stride
 // 1 padding 1, with the kernels of wt, added to y when beta is 1; parts
-// of the batch across the threads. wt is (o, c, 3, 3), PyTorch's layout,
-// or, when flip, a forward layer's (c, o, 3, 3) for its input gradient (x
-// is then dy).
+// of the batch across the threads. wt is (o, 3, 3, c), or, when flip, a
+// forward layer's (c, 3, 3, o) for its input gradient (x is then dy).
 // The transformed kernels (k_wino_weights) live only through the call,
 // in one buffer grown to the largest layer's, like partials: kept per
 // layer, F(4x4)'s came to 150 MB in ResNet-50.
@@ -1147,8 +1151,8 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 // k_wino_dw adds to dw (o, c, 3, 3) the weight gradient of a 3x3
 // stride-1 padding-1 convolution through Winograd's transforms: each
 // part's (m+2)^2 products, summed in part order, then brought back into
-// dwt (the same layout, the gradient alone) by k_wino_weights_grad, and
-// dwt added to dw.
+// dwt (o, 3, 3, c) by k_wino_weights_grad, and dwt added to dw, both in
+// that pass.
 void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float *dy, const float *x, int m) {
 	struct k_wino_plan plan;
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);

@@ -240,24 +240,23 @@ INL void kernel1(int my, int mx, float *u, size_t us, const float *w, size_t ws,
 	}
 }
 
-// weights sets U to G g G^T of every kernel g of w (o, c, 3, 3:
-// PyTorch's layout, the parameters as they are, so that no pass permutes
-// them first) for tiles of my x mx: U is (ay*ax, c, o) for the forward;
-// when flip, for the input gradient (the forward convolution of dy with
-// the kernel rotated by 180 degrees, the channels' roles swapped), it is
-// the rotated kernels' (ay*ax, o, c). The flipped loop writes U along c,
-// vectorised over c. The forward's must write along o, where w's kernels
-// lie 9c apart: it copies blocks of 16 x 16 channel pairs of the 9
-// kernel positions into tin transposed (o along the rows), then
+// weights sets U to G g G^T of every kernel g of wt (o, 3, 3, c) for
+// tiles of my x mx: U is (ay*ax, c, o) for the forward; when flip, for the
+// input gradient (the forward convolution of dy with the kernel rotated
+// by 180 degrees, the channels' roles swapped), it is the rotated
+// kernels' (ay*ax, o, c). The flipped loop reads wt and writes U along c,
+// vectorised over c. The forward's must write along o, where wt's
+// kernels lie 9c apart: it copies blocks of 16 x 16 channel pairs of the
+// 9 kernel positions into tin transposed (o along the rows), then
 // transforms them vectorised over o. (Transposing the transformed values
 // instead, ay*ax rows of the block where this transposes 9, made the
 // transform half of a 7x7x512 layer's time on 8 images.)
-INL void weights(int my, int mx, float *U, const float *w, size_t o, size_t c, int flip, size_t p0, size_t p1) {
+INL void weights(int my, int mx, float *U, const float *wt, size_t o, size_t c, int flip, size_t p0, size_t p1) {
 	size_t OC = o * c;
 	if (flip) {
 		for (size_t p = p0; p < p1; p++)
 #pragma GCC ivdep
-			for (size_t b = 0; b < c; b++) kernel1(my, mx, U + p * c + b, OC, w + (p * c + b) * 9, 1, 1);
+			for (size_t b = 0; b < c; b++) kernel1(my, mx, U + p * c + b, OC, wt + p * 9 * c + b, c, 1);
 		return;
 	}
 	enum { B = WINO_BLOCK };
@@ -267,7 +266,7 @@ INL void weights(int my, int mx, float *U, const float *w, size_t o, size_t c, i
 			size_t np = p1 - p0 < B ? p1 - p0 : B, nb = c - b0 < B ? c - b0 : B;
 			for (size_t p = 0; p < np; p++)
 				for (size_t q = 0; q < 9; q++)
-					for (size_t b = 0; b < nb; b++) tin[q][b][p] = w[((p0 + p) * c + b0 + b) * 9 + q];
+					for (size_t b = 0; b < nb; b++) tin[q][b][p] = wt[(p0 + p) * 9 * c + q * c + b0 + b];
 			if (np == B)
 				for (size_t b = 0; b < nb; b++)
 #pragma GCC ivdep
@@ -285,14 +284,14 @@ INL void weights(int my, int mx, float *U, const float *w, size_t o, size_t c, i
 // WINO_BLOCK but for the last unless flip), so that threads can share a
 // layer's, for each class of the plan in turn: U holds k_wino_points(p)
 // rows of c x o.
-VEC void k_wino_weights(float *U, const float *w, size_t o, size_t c, int flip, const struct k_wino_plan *p,
+VEC void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, const struct k_wino_plan *p,
                         size_t p0, size_t p1) {
 	for (int i = 0; i < p->n; i++) {
 		const struct k_wino_class *k = &p->c[i];
 		switch (k->my * 10 + k->mx) {
 #define W(a, b)                                       \
 	case a##b:                                        \
-		weights(a, b, U, w, o, c, flip, p0, p1);      \
+		weights(a, b, U, wt, o, c, flip, p0, p1);     \
 		break;
 			PAIRS(W)
 #undef W
@@ -948,13 +947,13 @@ void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t
 	}
 }
 
-// weights_grad sets outputs [p0, p1) of dwt (o, c, 3, 3) to G_y^T dU G_x
+// weights_grad sets outputs [p0, p1) of dwt (o, 3, 3, c) to G_y^T dU G_x
 // of dU (ay*ax, o, c), or adds it to them when add.
 INL void weights_grad(int my, int mx, float *dwt, const float *dU, size_t o, size_t c, size_t p0, size_t p1, int add) {
 	size_t ay = my + 2, ax = mx + 2, OC = o * c;
 	for (size_t p = p0; p < p1; p++) {
 		const float *du = dU + p * c;
-		float *d = dwt + p * c * 9;
+		float *d = dwt + p * 9 * c;
 #pragma GCC ivdep
 		for (size_t b = 0; b < c; b++) {
 			float t[3][AMAX];
@@ -974,9 +973,9 @@ INL void weights_grad(int my, int mx, float *dwt, const float *dU, size_t o, siz
 				UNROLL
 				for (size_t j = 0; j < 3; j++) {
 					if (add)
-						d[b * 9 + i * 3 + j] += g[j];
+						d[(i * 3 + j) * c + b] += g[j];
 					else
-						d[b * 9 + i * 3 + j] = g[j];
+						d[(i * 3 + j) * c + b] = g[j];
 				}
 			}
 		}
