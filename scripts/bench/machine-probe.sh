@@ -122,34 +122,21 @@ static void pingpong(int cpu0, int cpu1) {
 	       d * 1e6 / (2 * rounds), rounds);
 }
 
+// FMAS(r) is 12 independent FMA chains on registers r2 to r13 (r: zmm or
+// ymm), in a loop of n turns.
+#define FMA(r, i) "vfmadd231ps %%" r "1, %%" r "1, %%" r #i "\n"
+#define FMAS(r)                                                                                       \
+	"vxorps %%" r "1, %%" r "1, %%" r "1\n1:\n" FMA(r, 2) FMA(r, 3) FMA(r, 4) FMA(r, 5) FMA(r, 6) FMA(r, 7) \
+	    FMA(r, 8) FMA(r, 9) FMA(r, 10) FMA(r, 11) FMA(r, 12) FMA(r, 13) "dec %0\njnz 1b\n"
+#define CLOBBERS "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13"
 __attribute__((target("avx512f"))) static double fma512(long n) {
 	double t0 = now();
-	__asm__ volatile("vxorps %%zmm1, %%zmm1, %%zmm1\n"
-	                 "1:\n"
-	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm2\n vfmadd231ps %%zmm1, %%zmm1, %%zmm3\n"
-	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm4\n vfmadd231ps %%zmm1, %%zmm1, %%zmm5\n"
-	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm6\n vfmadd231ps %%zmm1, %%zmm1, %%zmm7\n"
-	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm8\n vfmadd231ps %%zmm1, %%zmm1, %%zmm9\n"
-	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm10\n vfmadd231ps %%zmm1, %%zmm1, %%zmm11\n"
-	                 "vfmadd231ps %%zmm1, %%zmm1, %%zmm12\n vfmadd231ps %%zmm1, %%zmm1, %%zmm13\n"
-	                 "dec %0\n jnz 1b\n"
-	                 : "+r"(n)::"xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
-	                   "xmm12", "xmm13");
+	__asm__ volatile(FMAS("zmm") : "+r"(n)::CLOBBERS);
 	return now() - t0;
 }
 __attribute__((target("avx2,fma"))) static double fma256(long n) {
 	double t0 = now();
-	__asm__ volatile("vxorps %%ymm1, %%ymm1, %%ymm1\n"
-	                 "1:\n"
-	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm2\n vfmadd231ps %%ymm1, %%ymm1, %%ymm3\n"
-	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm4\n vfmadd231ps %%ymm1, %%ymm1, %%ymm5\n"
-	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm6\n vfmadd231ps %%ymm1, %%ymm1, %%ymm7\n"
-	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm8\n vfmadd231ps %%ymm1, %%ymm1, %%ymm9\n"
-	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm10\n vfmadd231ps %%ymm1, %%ymm1, %%ymm11\n"
-	                 "vfmadd231ps %%ymm1, %%ymm1, %%ymm12\n vfmadd231ps %%ymm1, %%ymm1, %%ymm13\n"
-	                 "dec %0\n jnz 1b\n"
-	                 : "+r"(n)::"xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11",
-	                   "xmm12", "xmm13");
+	__asm__ volatile(FMAS("ymm") : "+r"(n)::CLOBBERS);
 	return now() - t0;
 }
 static void fma_peak(void) {
