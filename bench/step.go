@@ -98,7 +98,9 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	if err := w.Barrier(); err != nil {
 		return err
 	}
-	model.ProfilePasses(sb.Passes)
+	if sb.Passes {
+		model.ProfilePasses(true)
+	}
 	start := time.Now()
 	if err := s.Steps(sb.Steps); err != nil {
 		return err

@@ -28,7 +28,7 @@ type Conv2D struct {
 	inC, inH, inW    int
 	outC, outH, outW int
 	k, stride, pad   int
-	wt, dwt          []float32 // weight and its gradient as (outC, k, k, inC)
+	wt, dwt          []float32 // weight, and Winograd's weight gradient before par.c adds it to W's, as (outC, k, k, inC)
 	wflip            []float32 // stride 1 im2col: the flipped kernel as (k, k, outC, inC), for dx
 }
 
@@ -212,16 +212,15 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 	}
 	useBLAS()
 	s := c.shape(n)
+	// Each adds its gradient into dw, permuted to PyTorch's layout (par.c's
+	// add_weights; Winograd's across the threads, in its last pass).
 	dw := c.W.Of(c.p.Grad)
-	switch m := c.wino(); {
-	case c.few():
-		C.k_few_dw(s, f32(c.dwt), f32(dy), f32(x))
-		c.addGrad(dw)
-	case m != 0: // adds into dw itself, across the threads
+	if c.few() {
+		C.k_few_dw(s, f32(dw), f32(dy), f32(x))
+	} else if m := c.wino(); m != 0 {
 		C.k_wino_dw(s, f32(dw), f32(c.dwt), f32(dy), f32(x), C.int(m))
-	default:
-		C.k_conv_dw(s, f32(c.dwt), f32(dy), f32(x))
-		c.addGrad(dw)
+	} else {
+		C.k_conv_dw(s, f32(dw), f32(dy), f32(x))
 	}
 	if c.bias {
 		db := c.B.Of(c.p.Grad)
@@ -252,21 +251,6 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 		wflip = f32(c.wflip)
 	}
 	C.k_conv_dx(s, f32(dx), f32(dy), f32(c.wt), wflip)
-}
-
-// addGrad adds dwt (o, k, k, c), a pass's weight gradient, into dw (o, c,
-// k, k).
-func (c *Conv2D) addGrad(dw []float32) {
-	kk := c.k * c.k
-	for o := range c.outC {
-		src := c.dwt[o*kk*c.inC : (o+1)*kk*c.inC]
-		dst := dw[o*c.inC*kk : (o+1)*c.inC*kk]
-		for ch := range c.inC {
-			for ij := range kk {
-				dst[ch*kk+ij] += src[ij*c.inC+ch]
-			}
-		}
-	}
 }
 
 // flip sets wflip for a stride-1 convolution's dx, the forward

@@ -116,7 +116,7 @@ void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, const 
 void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float *dy, const float *x, int m);
 size_t k_conv_part(size_t n, size_t per_image);
 void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);
-void k_conv_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x);
+void k_conv_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x);
 void k_conv_dx(const struct k_conv_shape *s, float *dx, const float *dy, const float *wt, const float *wflip);
 // 3x3 stride-1 padding-1 convolutions of 1 to 3 input channels and a
 // multiple of 16 out, directly (conv_few.c; the passes in par.c).
@@ -124,4 +124,4 @@ void k_few_forward_part(float *y, const float *x, const float *wt, size_t n, siz
                         int add);
 void k_few_dw_part(float *dwt, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O);
 void k_few_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);
-void k_few_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x);
+void k_few_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x);

@@ -1081,6 +1081,18 @@ static void sum_first(float *p, size_t n, size_t K) {
 	run((K + SUM_SLICE - 1) / SUM_SLICE, t_sum, &f);
 }
 
+// add_weights adds outputs [o0, o1) of a weight gradient g (o, k*k, c),
+// the passes' layout, into dw (o, c, k*k), PyTorch's: every
+// convolution's last step of its weight gradient.
+static void add_weights(float *dw, const float *g, size_t o0, size_t o1, size_t c, size_t kk) {
+	for (size_t o = o0; o < o1; o++) {
+		const float *src = g + o * kk * c;
+		float *dst = dw + o * kk * c;
+		for (size_t ch = 0; ch < c; ch++)
+			for (size_t ij = 0; ij < kk; ij++) dst[ch * kk + ij] += src[ij * c + ch];
+	}
+}
+
 // t_wino_weights_grad takes the summed dU of its outputs back to dwt (o,
 // 3, 3, c) and adds that to the layer's gradient dw (o, c, 3, 3,
 // PyTorch's layout): the permuted add ran in Go on one thread (ResNet-20
@@ -1088,15 +1100,10 @@ static void sum_first(float *p, size_t n, size_t K) {
 // was the most any one kind of work lost to perfect scaling).
 static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 	struct wk *k = p;
-	size_t p0 = lo * WINO_BLOCK, p1 = hi * WINO_BLOCK < k->o ? hi * WINO_BLOCK : k->o, kc = 9 * k->c;
+	size_t p0 = lo * WINO_BLOCK, p1 = hi * WINO_BLOCK < k->o ? hi * WINO_BLOCK : k->o;
 	(void)w;
 	k_wino_weights_grad(k->dwt, k->parts, k->o, k->c, k->plan, p0, p1);
-	for (size_t o = p0; o < p1; o++) {
-		const float *src = k->dwt + o * kc;
-		float *dst = k->dw + o * kc;
-		for (size_t ch = 0; ch < k->c; ch++)
-			for (size_t ij = 0; ij < 9; ij++) dst[ch * 9 + ij] += src[ij * k->c + ch];
-	}
+	add_weights(k->dw, k->dwt, p0, p1, k->c, 9);
 }
 
 // k_wino_forward: y (n, h, w, o) = x (n, h, w, c) convolved, 3x3 stride
@@ -1206,9 +1213,9 @@ static void t_few_dw(void *p, size_t lo, size_t hi, int w) {
 	}
 }
 
-// k_few_dw sets dwt (o, 3, 3, c) to k_few_forward's weight gradient: each
+// k_few_dw adds to dw (o, c, 3, 3) k_few_forward's weight gradient: each
 // part's sums, then their sum in part order.
-void k_few_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x) {
+void k_few_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x) {
 	size_t K = 9 * s->c * s->o;
 	struct conv cv = {.s = s, .x = x, .dy = dy};
 	cv.u = k_conv_part(s->n, s->h * s->w * (s->c + s->o));
@@ -1216,7 +1223,7 @@ void k_few_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const f
 	cv.parts = partials(units * K * sizeof(float));
 	run(units, t_few_dw, &cv);
 	sum_first(cv.parts, units, K);
-	memcpy(dwt, cv.parts, K * sizeof(float));
+	add_weights(dw, cv.parts, 0, s->o, s->c, 9);
 }
 
 static void t_conv_dw(void *p, size_t lo, size_t hi, int w) {
@@ -1230,9 +1237,9 @@ static void t_conv_dw(void *p, size_t lo, size_t hi, int w) {
 	}
 }
 
-// k_conv_dw sets dwt (o, k, k, c) to dy^T im2col(x) over the batch: each
+// k_conv_dw adds to dw (o, c, k, k) dy^T im2col(x) over the batch: each
 // part's product, then their sum in part order.
-void k_conv_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const float *x) {
+void k_conv_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x) {
 	size_t P = s->oh * s->ow, K = s->k * s->k * s->c, OK = s->o * K;
 	struct conv cv = {.s = s, .x = x, .dy = dy};
 	cv.u = direct(s) ? (s->n + MAXPARTS - 1) / MAXPARTS : k_conv_part(s->n, P * K);
@@ -1240,7 +1247,7 @@ void k_conv_dw(const struct k_conv_shape *s, float *dwt, const float *dy, const 
 	cv.parts = partials(units * OK * sizeof(float));
 	run(units, t_conv_dw, &cv);
 	sum_first(cv.parts, units, OK);
-	memcpy(dwt, cv.parts, OK * sizeof(float));
+	add_weights(dw, cv.parts, 0, s->o, s->c, s->k * s->k);
 }
 
 // col2im adds dcols (n*oh*ow, k*k*c) into dx (n, h, w, c), the inverse

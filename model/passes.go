@@ -6,6 +6,7 @@ package model
 import "C"
 
 import (
+	"cmp"
 	"debug/elf"
 	"os"
 	"slices"
@@ -58,7 +59,7 @@ func Passes() []Pass {
 	for i := range out {
 		out[i].Task = names[i]
 	}
-	slices.SortStableFunc(out, func(a, b Pass) int { return int(b.Total - a.Total) })
+	slices.SortStableFunc(out, func(a, b Pass) int { return cmp.Compare(b.Total, a.Total) })
 	return out
 }
 
@@ -84,7 +85,7 @@ func symbolize(addrs []uintptr) []string {
 		return names
 	}
 	funcs := slices.DeleteFunc(syms, func(s elf.Symbol) bool { return elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Value == 0 })
-	sort.Slice(funcs, func(i, j int) bool { return funcs[i].Value < funcs[j].Value })
+	slices.SortFunc(funcs, func(a, b elf.Symbol) int { return cmp.Compare(a.Value, b.Value) })
 	// A position-independent executable loads at an offset: the one of a
 	// function both sides know.
 	var bias uint64
