@@ -176,7 +176,10 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 	P := c.outH * c.outW
 	need(n*c.OutSize(), y)
 	need(n*c.InSize(), x)
-	c.permute()
+	m := c.wino()
+	if m == 0 || c.few() {
+		c.permute() // Winograd's pass copies W into wt as it transforms it
+	}
 	beta := float32(0)
 	if c.bias {
 		b := c.B.Of(c.p.Data)
@@ -193,8 +196,8 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 		C.k_few_forward(c.shape(n), f32(y), f32(x), f32(c.wt), C.float(beta))
 		return
 	}
-	if m := c.wino(); m != 0 {
-		C.k_wino_forward(c.shape(n), f32(y), f32(x), f32(c.wt), 0, C.float(beta), C.int(m))
+	if m != 0 {
+		C.k_wino_forward(c.shape(n), f32(y), f32(x), f32(c.W.Of(c.p.Data)), f32(c.wt), 0, C.float(beta), C.int(m))
 		return
 	}
 	C.k_conv_forward(c.shape(n), f32(y), f32(x), f32(c.wt), C.float(beta))
@@ -239,7 +242,7 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 		// the channels swapped, padding 1 again.
 		t := *s
 		t.c, t.o = s.o, s.c
-		C.k_wino_forward(&t, f32(dx), f32(dy), f32(c.wt), 1, 0, C.int(m))
+		C.k_wino_forward(&t, f32(dx), f32(dy), nil, f32(c.wt), 1, 0, C.int(m))
 		return
 	}
 	var wflip *C.float

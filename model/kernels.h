@@ -89,8 +89,8 @@ size_t k_wino_points(const struct k_wino_plan *p);
 // WINO_BLOCK: k_wino_weights transforms the forward's kernels in blocks
 // of this many outputs and inputs.
 #define WINO_BLOCK 16
-void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, const struct k_wino_plan *p, size_t p0,
-                    size_t p1);
+void k_wino_weights(float *U, const float *w, float *wt, size_t o, size_t c, int flip, const struct k_wino_plan *p,
+                    size_t p0, size_t p1);
 void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t T, size_t C, size_t O,
                 size_t P);
 void k_wino_dw_mul(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C, size_t O,
@@ -107,8 +107,8 @@ void k_wino_spread(int grad, float *V, const float *x, size_t n, size_t h, size_
                    const struct k_wino_plan *p, int i);
 void k_wino_gather(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink,
                    const struct k_wino_plan *p, int i);
-void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, int flip, float beta,
-                    int m);
+void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float *wt, int flip,
+                    float beta, int m);
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
                     float *work, const struct k_wino_plan *p);
 void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, const struct k_wino_plan *p, size_t p0,

@@ -771,8 +771,11 @@ struct conv {
 	size_t u;
 	const struct k_wino_plan *plan; // Winograd's tiles
 	// A small layer's transformed kernels, each thread's own (own_kernels):
-	// from wt into u_own + w * u_floats, on its first part.
-	const float *wt;
+	// from kw (the weight, PyTorch's layout) or, when flip, kwt (the
+	// forward's copy (o, 3, 3, c)) into u_own + w * u_floats, on its first
+	// part.
+	const float *kw;
+	float *kwt;
 	float *u_own;
 	size_t u_floats;
 	int flip;
@@ -827,7 +830,7 @@ static const float *kernels(struct conv *cv, int w) {
 	float *u = cv->u_own + (size_t)w * cv->u_floats;
 	if (!cv->made[w]) {
 		size_t o = cv->flip ? cv->s->c : cv->s->o, c = cv->flip ? cv->s->o : cv->s->c;
-		k_wino_weights(u, cv->wt, o, c, cv->flip, cv->plan, 0, o);
+		k_wino_weights(u, cv->kw, cv->flip ? cv->kwt : NULL, o, c, cv->flip, cv->plan, 0, o);
 		cv->made[w] = 1;
 	}
 	return u;
@@ -1028,7 +1031,8 @@ int k_pool_check(int passes, int units, unsigned seed) {
 // step, with the pool's other thread waiting).
 struct wk {
 	float *u, *dwt, *parts, *dw;
-	const float *wt;
+	const float *w; // the forward's weight (o, c, 3, 3)
+	float *wt;      // its copy (o, 3, 3, c): set by the forward, read when flip
 	size_t o, c;
 	int flip;
 	const struct k_wino_plan *plan;
@@ -1038,7 +1042,7 @@ static void t_wino_weights(void *p, size_t lo, size_t hi, int w) {
 	struct wk *k = p;
 	size_t p1 = hi * WINO_BLOCK < k->o ? hi * WINO_BLOCK : k->o;
 	(void)w;
-	k_wino_weights(k->u, k->wt, k->o, k->c, k->flip, k->plan, lo * WINO_BLOCK, p1);
+	k_wino_weights(k->u, k->w, k->wt, k->o, k->c, k->flip, k->plan, lo * WINO_BLOCK, p1);
 }
 
 // SUM_SLICE: the values of a slice of sum_first's sums, a unit: 8 KB of
@@ -1093,6 +1097,17 @@ static void add_weights(float *dw, const float *g, size_t o0, size_t o1, size_t 
 	}
 }
 
+// permute_weights copies outputs [o0, o1) of a weight w (o, c, k*k),
+// PyTorch's layout, into wt (o, k*k, c): add_weights' way back.
+static void permute_weights(float *wt, const float *w, size_t o0, size_t o1, size_t c, size_t kk) {
+	for (size_t o = o0; o < o1; o++) {
+		const float *src = w + o * c * kk;
+		float *dst = wt + o * kk * c;
+		for (size_t ch = 0; ch < c; ch++)
+			for (size_t ij = 0; ij < kk; ij++) dst[ij * c + ch] = src[ch * kk + ij];
+	}
+}
+
 // t_wino_weights_grad takes the summed dU of its outputs back to dwt (o,
 // 3, 3, c) and adds that to the layer's gradient dw (o, c, 3, 3,
 // PyTorch's layout): the permuted add ran in Go on one thread (ResNet-20
@@ -1107,14 +1122,17 @@ static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 }
 
 // k_wino_forward: y (n, h, w, o) = x (n, h, w, c) convolved, 3x3 stride
-// 1 padding 1, with the kernels of wt, added to y when beta is 1; parts
-// of the batch across the threads. wt is (o, 3, 3, c), or, when flip, a
-// forward layer's (c, 3, 3, o) for its input gradient (x is then dy).
+// 1 padding 1, with the kernels of w, added to y when beta is 1; parts
+// of the batch across the threads. w is the layer's weight in PyTorch's
+// layout, (o, c, 3, 3), and the forward also copies it into wt (o, 3, 3,
+// c), the layout the input gradient's transforms read: when flip, they
+// take the forward layer's wt ((c, 3, 3, o) in this call's terms) for its
+// input gradient (x is then dy; w is not read).
 // The transformed kernels (k_wino_weights) live only through the call,
 // in one buffer grown to the largest layer's, like partials: kept per
 // layer, F(4x4)'s came to 150 MB in ResNet-50.
-void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, int flip, float beta,
-                    int m) {
+void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float *wt, int flip,
+                    float beta, int m) {
 	struct k_wino_plan plan;
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
 	size_t nu = k_wino_points(&plan) * s->c * s->o;
@@ -1124,14 +1142,16 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	if (nthreads > 1 && !wide(parts) && nu <= OWN_KERNELS) {
 		cv.u_floats = (nu + 15) & ~(size_t)15; // each thread's on its own cache lines
 		cv.u_own = keep(&ukern, (size_t)nthreads * cv.u_floats * sizeof(float));
-		cv.wt = wt, cv.flip = flip;
+		// Every thread transforms all of it, so the copy is made here, once.
+		if (!flip && wt) permute_weights(wt, w, 0, s->o, s->c, 9);
+		cv.kw = w, cv.kwt = wt, cv.flip = flip;
 		own_runs++;
 		run(parts, t_wino, &cv);
 		return;
 	}
 	float *u = keep(&ukern, nu * sizeof(float));
 	struct wk k = {
-	    .u = u, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .plan = &plan};
+	    .u = u, .w = w, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .plan = &plan};
 	run((k.o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights, &k);
 	cv.w = u;
 	if (wide(parts)) {

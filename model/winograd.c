@@ -240,18 +240,24 @@ INL void kernel1(int my, int mx, float *u, size_t us, const float *w, size_t ws,
 	}
 }
 
-// weights sets U to G g G^T of every kernel g of wt (o, 3, 3, c) for
-// tiles of my x mx: U is (ay*ax, c, o) for the forward; when flip, for the
-// input gradient (the forward convolution of dy with the kernel rotated
-// by 180 degrees, the channels' roles swapped), it is the rotated
-// kernels' (ay*ax, o, c). The flipped loop reads wt and writes U along c,
-// vectorised over c. The forward's must write along o, where wt's
-// kernels lie 9c apart: it copies blocks of 16 x 16 channel pairs of the
-// 9 kernel positions into tin transposed (o along the rows), then
-// transforms them vectorised over o. (Transposing the transformed values
+// weights sets U to G g G^T of every kernel g for tiles of my x mx: U is
+// (ay*ax, c, o) for the forward; when flip, for the input gradient (the
+// forward convolution of dy with the kernel rotated by 180 degrees, the
+// channels' roles swapped), it is the rotated kernels' (ay*ax, o, c).
+// The forward reads w (o, c, 3, 3), PyTorch's layout, and must write U
+// along o, where w's kernels lie 9c apart: it copies blocks of 16 x 16
+// channel pairs of the 9 kernel positions into tin transposed (o along
+// the rows), then transforms them vectorised over o; from the same reads
+// it writes wt (o, 3, 3, c), when given, for the input gradient's. The
+// flipped loop reads that wt and writes U along c, vectorised over c.
+// (Every kernel read where it lies, 9 floats apart along either channel,
+// the transforms did not vectorise: 11 times slower, 699d73a. wt made
+// by a permute of its own on the caller's thread, the other thread read
+// its blocks from the caller's core. Transposing the transformed values
 // instead, ay*ax rows of the block where this transposes 9, made the
 // transform half of a 7x7x512 layer's time on 8 images.)
-INL void weights(int my, int mx, float *U, const float *wt, size_t o, size_t c, int flip, size_t p0, size_t p1) {
+INL void weights(int my, int mx, float *U, const float *w, float *wt, size_t o, size_t c, int flip, size_t p0,
+                 size_t p1) {
 	size_t OC = o * c;
 	if (flip) {
 		for (size_t p = p0; p < p1; p++)
@@ -265,8 +271,12 @@ INL void weights(int my, int mx, float *U, const float *wt, size_t o, size_t c, 
 		for (size_t b0 = 0; b0 < c; b0 += B) {
 			size_t np = p1 - p0 < B ? p1 - p0 : B, nb = c - b0 < B ? c - b0 : B;
 			for (size_t p = 0; p < np; p++)
-				for (size_t q = 0; q < 9; q++)
-					for (size_t b = 0; b < nb; b++) tin[q][b][p] = wt[(p0 + p) * 9 * c + q * c + b0 + b];
+				for (size_t b = 0; b < nb; b++)
+					for (size_t q = 0; q < 9; q++) tin[q][b][p] = w[((p0 + p) * c + b0 + b) * 9 + q];
+			if (wt)
+				for (size_t p = 0; p < np; p++)
+					for (size_t q = 0; q < 9; q++)
+						for (size_t b = 0; b < nb; b++) wt[((p0 + p) * 9 + q) * c + b0 + b] = tin[q][b][p];
 			if (np == B)
 				for (size_t b = 0; b < nb; b++)
 #pragma GCC ivdep
@@ -283,15 +293,18 @@ INL void weights(int my, int mx, float *U, const float *wt, size_t o, size_t c, 
 // k_wino_weights transforms the kernels of outputs [p0, p1) (multiples of
 // WINO_BLOCK but for the last unless flip), so that threads can share a
 // layer's, for each class of the plan in turn: U holds k_wino_points(p)
-// rows of c x o.
-VEC void k_wino_weights(float *U, const float *wt, size_t o, size_t c, int flip, const struct k_wino_plan *p,
-                        size_t p0, size_t p1) {
+// rows of c x o. The forward's are w's (o, c, 3, 3), and it also sets
+// those outputs' rows of wt (o, 3, 3, c) when wt is not NULL (on the
+// plan's first class); the input gradient's (flip) are wt's.
+VEC void k_wino_weights(float *U, const float *w, float *wt, size_t o, size_t c, int flip,
+                        const struct k_wino_plan *p, size_t p0, size_t p1) {
 	for (int i = 0; i < p->n; i++) {
 		const struct k_wino_class *k = &p->c[i];
+		float *out = !flip && i == 0 ? wt : NULL;
 		switch (k->my * 10 + k->mx) {
-#define W(a, b)                                       \
-	case a##b:                                        \
-		weights(a, b, U, wt, o, c, flip, p0, p1);     \
+#define W(a, b)                                                \
+	case a##b:                                                 \
+		weights(a, b, U, w, flip ? wt : out, o, c, flip, p0, p1); \
 		break;
 			PAIRS(W)
 #undef W

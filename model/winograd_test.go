@@ -170,6 +170,7 @@ func TestWinogradBackward(t *testing.T) {
 				t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(), m)
 			}
 			y, dx := make([]float32, n*h*w*o), make([]float32, n*h*w*c)
+			clear(conv.wt)        // the last mode's copy would hide a forward that left it unset
 			conv.Forward(y, x, n) // sets the permuted weight backward reads
 			clear(p.Grad)
 			conv.Backward(dx, dy, x, y, n)
@@ -372,6 +373,7 @@ func convAtThreads(t *testing.T, sh [6]int, seed uint64) func(threads int) (y, d
 			t.Fatalf("SetThreads(%d) = %d", threads, got)
 		}
 		y, dx = make([]float32, n*h*w*o), make([]float32, n*h*w*c)
+		clear(conv.wt) // each forward must set the copy its input gradient reads
 		conv.Forward(y, x, n)
 		clear(p.Grad)
 		conv.Backward(dx, dy, x, y, n)
