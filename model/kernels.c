@@ -191,3 +191,41 @@ VEC void k_im2col(float *cols, const float *x, size_t n, size_t C, size_t h, siz
 		}
 	}
 }
+
+// k_avgpool: y (n, oh, ow, C) is the mean of each kh x kw window (stride
+// the window, no padding) of x (n, h, w, C): each output's values added
+// from zero in the window's row order, then times inv (1/(kh kw)), as
+// pool.go's loop did. Only additions and one product: no contraction can
+// change a bit.
+VEC void k_avgpool(float *y, const float *x, size_t n, size_t h, size_t w, size_t C, size_t kh, size_t kw, size_t oh,
+                   size_t ow, float inv) {
+	for (size_t b = 0; b < n; b++) {
+		const float *img = x + b * h * w * C;
+		float *out = y + b * oh * ow * C;
+		for (size_t i = 0; i < oh * ow * C; i++) out[i] = 0;
+		for (size_t ih = 0; ih < oh * kh; ih++)
+			for (size_t iw = 0; iw < ow * kw; iw++) {
+				float *o = out + ((ih / kh) * ow + iw / kw) * C;
+				const float *in = img + (ih * w + iw) * C;
+				for (size_t c = 0; c < C; c++) o[c] += in[c];
+			}
+		for (size_t i = 0; i < oh * ow * C; i++) out[i] *= inv;
+	}
+}
+
+// k_avgpool_dx spreads each of dy (n, oh, ow, C) times inv over its
+// window of dx (n, h, w, C); values outside every window are 0.
+VEC void k_avgpool_dx(float *dx, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t kh, size_t kw,
+                      size_t oh, size_t ow, float inv) {
+	for (size_t b = 0; b < n; b++) {
+		float *d = dx + b * h * w * C;
+		const float *g = dy + b * oh * ow * C;
+		for (size_t i = 0; i < h * w * C; i++) d[i] = 0;
+		for (size_t ih = 0; ih < oh * kh; ih++)
+			for (size_t iw = 0; iw < ow * kw; iw++) {
+				const float *o = g + ((ih / kh) * ow + iw / kw) * C;
+				float *in = d + (ih * w + iw) * C;
+				for (size_t c = 0; c < C; c++) in[c] = o[c] * inv;
+			}
+	}
+}

@@ -49,6 +49,12 @@ void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const f
               const float *b, size_t ldb, float beta, float *c, size_t ldc);
 void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
              size_t ldb, float beta, float *c, size_t ldc);
+void k_avgpool(float *y, const float *x, size_t n, size_t h, size_t w, size_t C, size_t kh, size_t kw, size_t oh,
+               size_t ow, float inv);
+void k_avgpool_dx(float *dx, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t kh, size_t kw, size_t oh,
+                  size_t ow, float inv);
+void k_avgpool_par(int grad, float *y, const float *x, size_t n, size_t h, size_t w, size_t C, size_t kh, size_t kw,
+                   size_t oh, size_t ow, float inv);
 void k_affine_par(float *y, const float *x, const float *mean, const float *scale, const float *beta, size_t rows,
                   size_t C, int relu);
 void k_join_par(float *y, const float *x, const float *mean, const float *scale, const float *beta, const float *z,

@@ -393,6 +393,37 @@ void k_join_par(float *y, const float *x, const float *mean, const float *scale,
 	ew_run(&e, rows, C, t_join);
 }
 
+// An average pool (ResNet's global one: the network's last layer before
+// the classifier), images across the threads: in Go on the caller's
+// thread it was 0.5 ms of a 57 ms ResNet-20 step at one thread, serial
+// at any.
+struct avg {
+	int grad;
+	float *y;
+	const float *x;
+	size_t h, w, C, kh, kw, oh, ow;
+	float inv;
+};
+
+static void t_avgpool(void *p, size_t lo, size_t hi, int w) {
+	struct avg *a = p;
+	size_t in = a->h * a->w * a->C, out = a->oh * a->ow * a->C;
+	(void)w;
+	if (a->grad)
+		k_avgpool_dx(a->y + lo * in, a->x + lo * out, hi - lo, a->h, a->w, a->C, a->kh, a->kw, a->oh, a->ow, a->inv);
+	else
+		k_avgpool(a->y + lo * out, a->x + lo * in, hi - lo, a->h, a->w, a->C, a->kh, a->kw, a->oh, a->ow, a->inv);
+}
+
+// k_avgpool_par runs k_avgpool (grad 0: y the pooled x) or k_avgpool_dx
+// (grad 1: y the input gradient, x the pooled gradient) over n images.
+void k_avgpool_par(int grad, float *y, const float *x, size_t n, size_t h, size_t w, size_t C, size_t kh, size_t kw,
+                   size_t oh, size_t ow, float inv) {
+	struct avg a = {grad, y, x, h, w, C, kh, kw, oh, ow, inv};
+	size_t per = h * w * C;
+	run_chunks(n, per >= GRAIN ? 1 : GRAIN / per, t_avgpool, &a);
+}
+
 static void t_bn_dx(void *p, size_t lo, size_t hi, int w) {
 	struct ew *e = p;
 	ROWS(e);

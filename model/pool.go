@@ -1,5 +1,8 @@
 package model
 
+// #include "kernels.h"
+import "C"
+
 // MaxPool2d is torch.nn.MaxPool2d(k, stride, padding) on NHWC
 // activations: padding counts as -inf (never the maximum), and of equal
 // values the first in the window (row by row) wins, as in PyTorch.
@@ -93,48 +96,29 @@ func NewGlobalAvgPool(c, h, w int) *AvgPool2d {
 func (l *AvgPool2d) InSize() int  { return l.h * l.w * l.c }
 func (l *AvgPool2d) OutSize() int { return l.oh * l.ow * l.c }
 
-// Forward: each output is the mean of its window.
+// Forward: each output is the mean of its window (kernels.c, the
+// images across the rank's threads).
 func (l *AvgPool2d) Forward(y, x []float32, n int) {
-	C := l.c
-	inv := 1 / float32(l.kh*l.kw)
-	clear(y[:n*l.OutSize()])
-	for b := range n {
-		img := x[b*l.InSize() : (b+1)*l.InSize()]
-		out := y[b*l.OutSize() : (b+1)*l.OutSize()]
-		for ih := range l.oh * l.kh {
-			for iw := range l.ow * l.kw {
-				o := ((ih/l.kh)*l.ow + iw/l.kw) * C
-				in := (ih*l.w + iw) * C
-				for ch := range C {
-					out[o+ch] += img[in+ch]
-				}
-			}
-		}
-		for i := range out {
-			out[i] *= inv
-		}
+	need(n*l.OutSize(), y)
+	need(n*l.InSize(), x)
+	if n == 0 {
+		return
 	}
+	l.run(0, y, x, n)
 }
 
 // Backward spreads each dy evenly over its window.
 func (l *AvgPool2d) Backward(dx, dy, _, _ []float32, n int) {
-	if dx == nil {
+	if dx == nil || n == 0 {
 		return
 	}
-	C := l.c
-	inv := 1 / float32(l.kh*l.kw)
-	clear(dx[:n*l.InSize()])
-	for b := range n {
-		d := dx[b*l.InSize() : (b+1)*l.InSize()]
-		g := dy[b*l.OutSize() : (b+1)*l.OutSize()]
-		for ih := range l.oh * l.kh {
-			for iw := range l.ow * l.kw {
-				o := ((ih/l.kh)*l.ow + iw/l.kw) * C
-				in := (ih*l.w + iw) * C
-				for ch := range C {
-					d[in+ch] = g[o+ch] * inv
-				}
-			}
-		}
-	}
+	need(n*l.InSize(), dx)
+	need(n*l.OutSize(), dy)
+	l.run(1, dx, dy, n)
+}
+
+func (l *AvgPool2d) run(grad int, y, x []float32, n int) {
+	z := func(v int) C.size_t { return C.size_t(v) }
+	C.k_avgpool_par(C.int(grad), f32(y), f32(x), z(n), z(l.h), z(l.w), z(l.c), z(l.kh), z(l.kw), z(l.oh), z(l.ow),
+		C.float(1/float32(l.kh*l.kw)))
 }

@@ -1,5 +1,10 @@
 package optim
 
+/*
+#include "adam.h"
+*/
+import "C"
+
 // SGD is stochastic gradient descent with momentum and L2 weight decay,
 // exactly torch.optim.SGD with dampening 0:
 //
@@ -54,37 +59,25 @@ func (s *SGD) Step(params, grads []float32, lr float32, _ int) bool {
 	return bad == 0
 }
 
-// apply updates one run of parameters at weight decay wd.
+// apply updates one run of parameters at weight decay wd (sgd.c's
+// loop) and returns the sum of g-g (0 unless some g is not finite).
 func (s *SGD) apply(params, grads, buf []float32, lr, wd float32) float32 {
-	mu := s.Momentum
-	var bad float32
-	grads = grads[:len(params)]
-	if buf == nil {
-		for i, g := range grads {
-			bad += g - g
-			params[i] -= lr * (g + wd*params[i])
+	n := len(params)
+	if len(grads) < n || (buf != nil && len(buf) < n) {
+		panic("optim: length mismatch")
+	}
+	if n == 0 {
+		return 0
+	}
+	mode := 0
+	var b *C.float
+	if buf != nil {
+		mode, b = 1, fp(buf)
+		if s.Nesterov {
+			mode = 2
 		}
-		return bad
 	}
-	buf = buf[:len(params)]
-	if s.Nesterov {
-		for i, g := range grads {
-			bad += g - g
-			g += wd * params[i]
-			b := mu*buf[i] + g
-			buf[i] = b
-			params[i] -= lr * (g + mu*b)
-		}
-		return bad
-	}
-	for i, g := range grads {
-		bad += g - g
-		g += wd * params[i]
-		b := mu*buf[i] + g
-		buf[i] = b
-		params[i] -= lr * b
-	}
-	return bad
+	return float32(C.k_sgd(fp(params), fp(grads), b, C.size_t(n), C.float(lr), C.float(wd), C.float(s.Momentum), C.int(mode)))
 }
 
 // State returns the optimizer's state buffers by name, each laid out like
