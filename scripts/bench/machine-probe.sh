@@ -15,7 +15,10 @@
 #   has it, else AVX2), what no SGEMM can beat;
 # - reading 1 MiB that the other core has just written, against reading it
 #   after writing it on the same core (what a pass pays when a thread reads
-#   another's output).
+#   another's output); and writing 1 MiB that the other core has just read,
+#   against writing it after reading it on the same core (what a pass pays
+#   when it overwrites a buffer both threads read: the lines must be taken
+#   from the other core's cache first).
 #
 #   scripts/bench/machine-probe.sh
 #
@@ -152,25 +155,33 @@ static void fma_peak(void) {
 }
 
 // cross: thread B (core 1) writes a buffer, then core 0 reads it; then
-// core 0 writes and reads it again.
+// core 0 writes and reads it again. Then B reads it and core 0 writes it;
+// then core 0 reads and writes it again.
 #define XN (1 << 18) // 1 MiB of uint32
 static uint32_t *xbuf;
 static _Atomic int xphase;
+static volatile uint32_t xsink;
+__attribute__((target_clones("avx512f", "avx2", "default"))) static uint32_t xsum(void) {
+	uint32_t s = 0;
+	for (int i = 0; i < XN; i++) s += xbuf[i];
+	return s;
+}
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void xfill(uint32_t k) {
+	for (int i = 0; i < XN; i++) xbuf[i] = (uint32_t)i * k;
+}
 static void *xwriter(void *arg) {
 	(void)arg;
 	pin(1);
 	for (uint32_t it = 1;; it++) {
 		int p;
-		while ((p = atomic_load(&xphase)) != 1)
+		while ((p = atomic_load(&xphase)) != 1 && p != 3)
 			if (p == 9) return NULL;
-		for (int i = 0; i < XN; i++) xbuf[i] = (uint32_t)i + it;
-		atomic_store(&xphase, 2);
+		if (p == 1)
+			xfill(it);
+		else
+			xsink += xsum();
+		atomic_store(&xphase, p + 1);
 	}
-}
-__attribute__((target_clones("avx512f", "avx2", "default"))) static uint32_t xsum(void) {
-	uint32_t s = 0;
-	for (int i = 0; i < XN; i++) s += xbuf[i];
-	return s;
 }
 static void cross(void) {
 	xbuf = aligned_alloc(64, XN * sizeof(uint32_t));
@@ -187,16 +198,31 @@ static void cross(void) {
 		double t0 = now();
 		sink += xsum();
 		other += now() - t0;
-		for (int i = 0; i < XN; i++) xbuf[i] = (uint32_t)i * 3u;
+		xfill(3);
 		t0 = now();
 		sink += xsum();
 		own += now() - t0;
+	}
+	double wother = 0, wown = 0;
+	for (int r = 0; r < reps; r++) {
+		atomic_store(&xphase, 3);
+		while (atomic_load(&xphase) != 4) {
+		}
+		double t0 = now();
+		xfill(5);
+		wother += now() - t0;
+		sink += xsum();
+		t0 = now();
+		xfill(7);
+		wown += now() - t0;
 	}
 	atomic_store(&xphase, 9);
 	pthread_join(t, NULL);
 	double bytes = (double)XN * sizeof(uint32_t) * reps;
 	printf("reading 1 MiB on core 0: written by core 1 %.1f GB/s, written by core 0 %.1f GB/s\n", bytes / other / 1e9,
 	       bytes / own / 1e9);
+	printf("writing 1 MiB on core 0: last read by core 1 %.1f GB/s, last read by core 0 %.1f GB/s\n", bytes / wother / 1e9,
+	       bytes / wown / 1e9);
 	(void)sink;
 }
 
