@@ -251,11 +251,12 @@ INL void kernel1(int my, int mx, float *u, size_t us, const float *w, size_t ws,
 // it writes wt (o, 3, 3, c), when given, for the input gradient's. The
 // flipped loop reads that wt and writes U along c, vectorised over c.
 // (Every kernel read where it lies, 9 floats apart along either channel,
-// the transforms did not vectorise: 11 times slower, 699d73a. wt made
-// by a permute of its own on the caller's thread, the other thread read
-// its blocks from the caller's core. Transposing the transformed values
-// instead, ay*ax rows of the block where this transposes 9, made the
-// transform half of a 7x7x512 layer's time on 8 images.)
+// the transforms did not vectorise: 11 times slower, 699d73a. A copy
+// permuted to (o, 3, 3, c) first, by Go on the caller's thread, left the
+// other thread reading its blocks from the caller's core. Transposing the
+// transformed values instead, ay*ax rows of the block where this
+// transposes 9, made the transform half of a 7x7x512 layer's time on 8
+// images.)
 INL void weights(int my, int mx, float *U, const float *w, float *wt, size_t o, size_t c, int flip, size_t p0,
                  size_t p1) {
 	size_t OC = o * c;
