@@ -149,19 +149,10 @@ func (c *Conv2D) flops() (fwd, dw, dx int64) {
 	return f, f, f
 }
 
-// permute copies the PyTorch weight (o, c, i, j) into wt (o, i, j, c).
+// permute copies the PyTorch weight (o, c, i, j) into wt (o, i, j, c)
+// (par.c's k_permute_weights).
 func (c *Conv2D) permute() {
-	w := c.W.Of(c.p.Data)
-	kk := c.k * c.k
-	for o := range c.outC {
-		src := w[o*c.inC*kk : (o+1)*c.inC*kk]
-		dst := c.wt[o*kk*c.inC : (o+1)*kk*c.inC]
-		for ch := range c.inC {
-			for ij := range kk {
-				dst[ij*c.inC+ch] = src[ch*kk+ij]
-			}
-		}
-	}
+	C.k_permute_weights(f32(c.wt), f32(c.W.Of(c.p.Data)), 0, C.size_t(c.outC), C.size_t(c.inC), C.size_t(c.k*c.k))
 }
 
 // shape is the convolution of n images, for the C passes.

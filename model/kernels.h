@@ -49,6 +49,7 @@ void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const f
               const float *b, size_t ldb, float beta, float *c, size_t ldc);
 void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
              size_t ldb, float beta, float *c, size_t ldc);
+void k_permute_weights(float *wt, const float *w, size_t o0, size_t o1, size_t c, size_t kk);
 void k_avgpool(float *y, const float *x, size_t n, size_t h, size_t w, size_t C, size_t kh, size_t kw, size_t oh,
                size_t ow, float inv);
 void k_avgpool_dx(float *dx, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t kh, size_t kw, size_t oh,

@@ -1128,9 +1128,11 @@ static void add_weights(float *dw, const float *g, size_t o0, size_t o1, size_t 
 	}
 }
 
-// permute_weights copies outputs [o0, o1) of a weight w (o, c, k*k),
-// PyTorch's layout, into wt (o, k*k, c): add_weights' way back.
-static void permute_weights(float *wt, const float *w, size_t o0, size_t o1, size_t c, size_t kk) {
+// k_permute_weights copies outputs [o0, o1) of a weight w (o, c, k*k),
+// PyTorch's layout, into wt (o, k*k, c), the passes' layout:
+// add_weights' way back (Conv2D.permute's, and a small Winograd layer's
+// copy for its input gradient).
+void k_permute_weights(float *wt, const float *w, size_t o0, size_t o1, size_t c, size_t kk) {
 	for (size_t o = o0; o < o1; o++) {
 		const float *src = w + o * c * kk;
 		float *dst = wt + o * kk * c;
@@ -1174,7 +1176,7 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 		cv.u_floats = (nu + 15) & ~(size_t)15; // each thread's on its own cache lines
 		cv.u_own = keep(&ukern, (size_t)nthreads * cv.u_floats * sizeof(float));
 		// Every thread transforms all of it, so the copy is made here, once.
-		if (!flip && wt) permute_weights(wt, w, 0, s->o, s->c, 9);
+		if (!flip && wt) k_permute_weights(wt, w, 0, s->o, s->c, 9);
 		cv.kw = w, cv.kwt = wt, cv.flip = flip;
 		own_runs++;
 		run(parts, t_wino, &cv);
