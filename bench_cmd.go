@@ -65,14 +65,15 @@ var benchCommand = &cli.Command{
 			"Takes every training option; --data defaults to synthetic 1x28x28 (Fashion-MNIST's shape).",
 		Flags: append(benchStepFlags(), &cli.IntFlag{Name: "steps", Value: 20, Usage: "timed steps"},
 			&cli.IntFlag{Name: "warmup", Value: 3, Usage: "untimed steps first"},
-			&cli.BoolFlag{Name: "passes", Usage: "print where rank 0's timed steps went, pass by pass of the thread pool, and each pass's tail spent waiting for the other threads"}),
+			&cli.BoolFlag{Name: "passes", Usage: "print where rank 0's timed steps went, pass by pass of the thread pool, and each pass's tail spent waiting for the other threads"},
+			&cli.IntFlag{Name: "simulate-threads", Usage: "with --threads 1: cut every pass as for N threads, run it on the one, and print the step and the passes as N threads would run them at best (no wake-ups, no shared memory)"}),
 		Action: func(c *cli.Context) error {
 			cfg, err := trainConfig(c)
 			if err != nil {
 				return err
 			}
 			return withWorld(c, func(w *mpi.World) error {
-				return bench.Step(w, cfg, bench.StepBench{Warmup: c.Int("warmup"), Steps: c.Int("steps"), Passes: c.Bool("passes")}, c.App.Writer)
+				return bench.Step(w, cfg, bench.StepBench{Warmup: c.Int("warmup"), Steps: c.Int("steps"), Passes: c.Bool("passes"), Simulate: c.Int("simulate-threads")}, c.App.Writer)
 			})
 		},
 	}, {

@@ -23,6 +23,12 @@ type StepBench struct {
 	// CPU's thread pool (model.Passes): the time of each kind of pass and
 	// the tail of it the caller waited for the other threads.
 	Passes bool
+	// Simulate, above 1, cuts every pass as for that many threads and runs
+	// it on rank 0's one thread, timing each pass as the pool's schedule
+	// would run it at that count (model.SimulateThreads): what a machine
+	// with that many cores could do at best, measured on this one. It
+	// prints the pass table (Passes) with the simulated times.
+	Simulate int
 }
 
 // quiet is cfg for a benchmark: nothing watches, nothing is written,
@@ -61,6 +67,12 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	if sb.Passes && cfg.Device.Device == trainer.CUDA {
 		return trainer.Agree(w, fmt.Errorf("--passes profiles the CPU's thread pool; with --device cuda use --gpu-profile"))
 	}
+	if sb.Simulate < 0 || sb.Simulate == 1 {
+		return trainer.Agree(w, fmt.Errorf("--simulate-threads %d: give 2 or more threads to simulate (0: none)", sb.Simulate))
+	}
+	if sb.Simulate > 1 && cfg.Device.Device == trainer.CUDA {
+		return trainer.Agree(w, fmt.Errorf("--simulate-threads simulates the CPU's thread pool; it does not apply to --device cuda"))
+	}
 	s, err := trainer.NewSession(w, quiet(cfg), trainer.Options{Err: io.Discard, Bench: true})
 	if err != nil {
 		return err
@@ -85,6 +97,20 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 		return err
 	}
 	sgemm := gemm[0] / float64(w.Size())
+	if sb.Simulate > 1 {
+		var err error
+		if model.Threads() != 1 {
+			err = fmt.Errorf("--simulate-threads %d runs every pass on one thread: give --threads 1 (the pool has %d)", sb.Simulate, model.Threads())
+		} else if err = model.SimulateThreads(sb.Simulate); err != nil {
+			err = fmt.Errorf("--simulate-threads %d: %v", sb.Simulate, err)
+		} else {
+			defer model.SimulateThreads(0)
+		}
+		if err := trainer.Agree(w, err); err != nil {
+			return err
+		}
+		sb.Passes = true
+	}
 
 	if err := s.Steps(sb.Warmup); err != nil {
 		return err
@@ -106,8 +132,10 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 		return err
 	}
 	var passes []model.Pass
+	var serial, span time.Duration // --simulate-threads: the passes' time here, and at that many threads
 	if sb.Passes {
 		passes = model.Passes()
+		serial, span = model.Simulated()
 		model.ProfilePasses(false)
 	}
 	t := []float64{time.Since(start).Seconds(), s.Waiting().Seconds(), float64(PeakRSS()), 0, float64(SharedRSS())}
@@ -144,6 +172,13 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	}
 	if dev != nil {
 		fmt.Fprintf(out, "peak device memory per rank %.0f MiB (train's allocations; cuDNN's and cuBLAS's own not counted)\n", t[3]/(1<<20))
+	}
+	if sb.Simulate > 1 {
+		per := func(d time.Duration) float64 { return d.Seconds() / float64(sb.Steps) }
+		sim := perStep - per(serial) + per(span)
+		fmt.Fprintf(out, "# --simulate-threads %d (rank 0): the passes, cut for %d threads, ran %.2f ms a step on this thread; by the pool's schedule %d threads run them in %.2f ms (%.2fx), with nothing for waking the threads or sharing memory: a step at %d threads takes at least %.2f ms, %.1f samples/s, with what ran outside the passes (%.2f ms) on one thread as here\n",
+			sb.Simulate, sb.Simulate, per(serial)*1e3, sb.Simulate, per(span)*1e3, per(serial)/per(span), sb.Simulate, sim*1e3, float64(b*w.Size())/sim, (perStep-per(serial))*1e3)
+		perStep = sim
 	}
 	if sb.Passes {
 		printPasses(out, passes, sb.Steps, perStep)

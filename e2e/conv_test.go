@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -190,6 +191,30 @@ func TestBenchStep(t *testing.T) {
 			t.Errorf("--passes: task %s unnamed", task)
 		}
 	}
+
+	// --simulate-threads: the passes cut for 8 threads on rank 0's one,
+	// their time at 8 threads under their time here; refused beside a pool
+	// of more than one thread.
+	sim := []string{"bench", "step", "--depth", "8", "--batch-size", "16", "--steps", "2", "--warmup", "1",
+		"--synthetic-shape", "3x16x16", "--synthetic-samples", "64", "--simulate-threads", "8"}
+	r = trainRun(t, 1, 3*time.Minute, []string{"TRAIN_DATA=synthetic"}, append(sim, "--threads", "1")...)
+	m := regexp.MustCompile(`--simulate-threads 8 \(rank 0\): the passes, cut for 8 threads, ran ([0-9.]+) ms a step on this thread; by the pool's schedule 8 threads run them in ([0-9.]+) ms`).FindStringSubmatch(r.stdout)
+	if r.code != 0 || m == nil {
+		t.Fatalf("--simulate-threads 8: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	one, _ := strconv.ParseFloat(m[1], 64)
+	eight, _ := strconv.ParseFloat(m[2], 64)
+	if !(eight > 0 && eight < one) {
+		t.Errorf("--simulate-threads 8: %v ms on one thread, %v at 8", one, eight)
+	}
+	if !strings.Contains(r.stdout, "t_wino") {
+		t.Errorf("--simulate-threads: no pass table:\n%s", r.stdout)
+	}
+	r = trainRun(t, 1, time.Minute, []string{"TRAIN_DATA=synthetic"}, append(sim, "--threads", "2")...)
+	if lines := trainLines(r.stderr); r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "--threads 1") {
+		t.Errorf("--simulate-threads beside --threads 2: exit %d, lines %q", r.code, lines)
+	}
+	noTrace(t, r)
 }
 
 // TestBLASFallback: without OpenBLAS (TRAIN_OPENBLAS=none) training runs

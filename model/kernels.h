@@ -42,6 +42,9 @@ void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *id
 int k_set_threads(int n);
 void k_set_sgemm(void *f);
 void k_pass_profile(int on);
+int k_simulate_threads(int T);
+void k_simulated(double *serial, double *span);
+void k_sim_check(int units, int T, double us, int *runs, int *who, double *longest, double *serial, double *span);
 int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait);
 int k_buffers_misaligned(void);
 int k_pool_check(int passes, int units, unsigned seed);

@@ -83,6 +83,7 @@ typedef void (*task_fn)(void *ctx, size_t lo, size_t hi, int w);
 
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER; // one pass at a time
 static int nthreads = 1, created = 0;
+static int sim_T; // T threads simulated on the caller (below)
 static _Atomic unsigned gen, left;
 // Sleepers on gen (workers) and on left (the caller): a pass makes its
 // futex wake-up calls only when someone sleeps. A system call costs 1 to
@@ -170,6 +171,7 @@ int k_set_threads(int n) {
 		created++;
 	}
 	nthreads = n <= created + 1 ? n : created + 1;
+	sim_T = 0;
 	pthread_mutex_unlock(&busy);
 	return nthreads;
 }
@@ -214,12 +216,86 @@ static void prof_add(task_fn fn, size_t units, double t0, double t1, double t2) 
 	prof[i].wait += t2 - t1;
 }
 
+// ---- T threads simulated on one (train bench step --simulate-threads) ----
+//
+// A rank's speed-up at T threads is bounded by how its passes are cut:
+// a pass of fewer units than threads, or of units of unequal time, leaves
+// threads idle however fast they wake. The simulation cuts every pass as
+// for sim_T threads (nthreads is sim_T: the same parts, wide passes, row
+// blocks and own kernels as a pool of sim_T) and runs its chunks on the
+// caller one at a time, each as the simulated thread that the pool's
+// schedule gives it next (run_chunks: its own share in order, then the
+// others' next free chunk): the simulated thread with the earliest clock
+// takes its next chunk, which runs now, as that thread (its scratch, its
+// own kernels), and its time moves that thread's clock. A pass's time at
+// sim_T threads is then its latest clock. What the simulation leaves out,
+// every one of which only makes a real pool slower: waking the workers,
+// the cores sharing memory and the last-level cache, a chunk reading what
+// another core wrote. So a machine with that many cores can do no better
+// than it says (the chunks' times on one core are those of a quiet core).
+static double sim_serial, sim_span; // the simulated passes: on the caller, and at sim_T threads
+
+// k_simulate_threads cuts the passes as for T threads and runs them on
+// the caller (T <= 1: off, back to the pool's own size). It fails (-1)
+// for T above MAXT.
+int k_simulate_threads(int T) {
+	static int pool;
+	if (T > MAXT) return -1;
+	pthread_mutex_lock(&busy);
+	if (!sim_T) pool = nthreads;
+	sim_T = T > 1 ? T : 0;
+	nthreads = T > 1 ? T : pool;
+	pthread_mutex_unlock(&busy);
+	return 0;
+}
+
+// k_simulated reads the simulated passes' time since the profile was
+// last emptied: on the caller, and at the simulated thread count.
+void k_simulated(double *serial, double *span) { *serial = sim_serial, *span = sim_span; }
+
+// sim_chunks is run_chunks for T simulated threads (above); the pass
+// goes into the profile (when on) with its simulated time, and its
+// tail: the simulated caller's last chunk to the last thread's.
+static void sim_chunks(size_t units, size_t chunk, int T, task_fn fn, void *ctx) {
+	size_t n = (units + chunk - 1) / chunk, next[MAXT], end[MAXT];
+	double clock[MAXT], t0done = 0, serial = 0, span = 0;
+	char done[MAXT];
+	for (int w = 0; w < T; w++) next[w] = w * n / T, end[w] = (w + 1) * n / T, clock[w] = 0, done[w] = 0;
+	for (;;) {
+		int w = -1;
+		for (int i = 0; i < T; i++)
+			if (!done[i] && (w < 0 || clock[i] < clock[w])) w = i;
+		if (w < 0) break;
+		size_t c = SIZE_MAX;
+		for (int i = 0; i < T && c == SIZE_MAX; i++) {
+			int s = (w + i) % T;
+			if (next[s] < end[s]) c = next[s]++;
+		}
+		if (c == SIZE_MAX) {
+			done[w] = 1;
+			if (w == 0) t0done = clock[0];
+			continue;
+		}
+		size_t lo = c * chunk;
+		double a = prof_now();
+		fn(ctx, lo, lo + chunk < units ? lo + chunk : units, w);
+		double t = prof_now() - a;
+		clock[w] += t, serial += t;
+		if (clock[w] > span) span = clock[w];
+	}
+	if (prof_on) {
+		sim_serial += serial, sim_span += span;
+		prof_add(fn, units, 0, t0done, span);
+	}
+}
+
 // k_pass_profile empties the profile and turns it on or off (called
 // between steps, from the training goroutine, as the passes are).
 void k_pass_profile(int on) {
 	pthread_mutex_lock(&busy);
 	nprof = 0;
 	prof_on = on;
+	sim_serial = sim_span = 0;
 	pthread_mutex_unlock(&busy);
 }
 
@@ -257,6 +333,11 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 	pthread_mutex_lock(&busy);
 	double t0 = prof_on ? prof_now() : 0, t1 = t0;
 	int T = (size_t)nthreads < units ? nthreads : (int)units;
+	if (sim_T && T > 1) {
+		sim_chunks(units, chunk, T, fn, ctx);
+		pthread_mutex_unlock(&busy);
+		return;
+	}
 	if (T <= 1 || created == 0) {
 		fn(ctx, 0, units, 0);
 		if (prof_on) t1 = prof_now(), prof_add(fn, units, t0, t1, t1);
@@ -1055,6 +1136,35 @@ int k_pool_check(int passes, int units, unsigned seed) {
 	}
 	free(runs);
 	return bad;
+}
+
+// k_sim_check runs one pass of units units on T simulated threads, unit
+// u spinning (1 + u % 3) * us microseconds, for a test: how many times
+// each unit ran, which simulated thread ran it, the longest unit, and
+// the pass's time on the caller and at T threads.
+struct simck {
+	int *runs, *who;
+	double us, longest;
+};
+static void t_sim_check(void *p, size_t lo, size_t hi, int w) {
+	struct simck *k = p;
+	for (size_t u = lo; u < hi; u++) {
+		double t0 = prof_now(), t;
+		k->runs[u]++, k->who[u] = w;
+		while ((t = prof_now() - t0) < k->us * 1e-6 * (double)(1 + u % 3)) PAUSE();
+		if (t > k->longest) k->longest = t;
+	}
+}
+void k_sim_check(int units, int T, double us, int *runs, int *who, double *longest, double *serial, double *span) {
+	struct simck k = {runs, who, us, 0};
+	int was = sim_T;
+	k_simulate_threads(T);
+	k_pass_profile(1);
+	run((size_t)units, t_sim_check, &k);
+	k_simulated(serial, span);
+	k_pass_profile(0);
+	k_simulate_threads(was);
+	*longest = k.longest;
 }
 
 // A layer's kernels to and from Winograd's space, WINO_BLOCK outputs a

@@ -6,8 +6,10 @@ package model
 import "C"
 
 import (
+	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"train/openblas"
@@ -35,6 +37,26 @@ func SetThreads(n int) int {
 		runtime.GOMAXPROCS(got + sparePs)
 	}
 	return got
+}
+
+// SimulateThreads cuts every pass as for n threads and runs it on the
+// caller, each chunk as the thread the pool's schedule gives it, timing
+// the pass as n threads would run it (par.c: what that leaves out); n <=
+// 1 turns it off, as does SetThreads.
+func SimulateThreads(n int) error {
+	if C.k_simulate_threads(C.int(n)) != 0 {
+		return fmt.Errorf("at most %d threads", MaxThreads)
+	}
+	return nil
+}
+
+// Simulated is the simulated passes' time since the pass profile was
+// last emptied: as they ran, on one thread, and at the simulated thread
+// count.
+func Simulated() (serial, threads time.Duration) {
+	var s, t C.double
+	C.k_simulated(&s, &t)
+	return time.Duration(float64(s) * 1e9), time.Duration(float64(t) * 1e9)
 }
 
 // Threads is the pool's size.
@@ -90,4 +112,15 @@ func winoAVX512(on bool) bool {
 		v = 1
 	}
 	return C.k_wino_avx512(C.int(v)) != 0
+}
+
+// simCheck runs one simulated pass of units units on t threads, unit u
+// spinning (1 + u%3) * us microseconds (par.c's k_sim_check): how many
+// times each unit ran, which simulated thread ran it, the longest unit,
+// and the pass's time on this thread and at t threads, in seconds.
+func simCheck(units, t int, us float64) (runs, who []int32, longest, serial, span float64) {
+	runs, who = make([]int32, units), make([]int32, units)
+	var l, s, p C.double
+	C.k_sim_check(C.int(units), C.int(t), C.double(us), (*C.int)(unsafe.Pointer(&runs[0])), (*C.int)(unsafe.Pointer(&who[0])), &l, &s, &p)
+	return runs, who, float64(l), float64(s), float64(p)
 }

@@ -69,3 +69,76 @@ func TestPassProfile(t *testing.T) {
 		t.Errorf("off, the profile still holds %+v", p)
 	}
 }
+
+// TestSimulateThreads: a simulated pass runs every unit once, on the
+// simulated threads, each thread starting on its own share as the pool
+// does, and its time at T threads lies between the bounds any schedule
+// that never idles a thread while units are left must meet: at least the
+// work over T and the longest unit, at most the work over T plus the
+// longest unit (Graham's bound for list scheduling). A simulation that ran
+// everything as one thread, or left a thread idle, fails the upper bound.
+func TestSimulateThreads(t *testing.T) {
+	defer SetThreads(1)
+	SetThreads(2) // the simulation runs on the caller whatever the pool
+	for _, c := range []struct{ units, threads int }{{8, 4}, {5, 4}, {3, 4}, {17, 16}, {40, 3}} {
+		runs, who, longest, serial, span := simCheck(c.units, c.threads, 300)
+		T := min(c.threads, c.units)
+		for u := range runs {
+			if runs[u] != 1 || who[u] < 0 || int(who[u]) >= T {
+				t.Fatalf("%+v: unit %d ran %d times, last as thread %d of %d", c, u, runs[u], who[u], T)
+			}
+		}
+		for w := range T {
+			if first := w * c.units / T; int(who[first]) != w {
+				t.Errorf("%+v: the first unit of thread %d's share (%d) ran as thread %d", c, w, first, who[first])
+			}
+		}
+		// The pass's time is measured around each unit, the unit's spin
+		// inside it: allow the calls' own time.
+		slack := 1e-4 + 0.02*serial
+		lo, hi := max(serial/float64(T), longest), serial/float64(T)+longest
+		if !(span >= lo-slack && span <= hi+slack) {
+			t.Errorf("%+v: %.3f ms at %d threads of %.3f ms on one (longest unit %.3f ms), want %.3f to %.3f",
+				c, span*1e3, T, serial*1e3, longest*1e3, lo*1e3, hi*1e3)
+		}
+	}
+	if got := Threads(); got != 2 {
+		t.Errorf("after simulating, the pool is %d threads, want 2", got)
+	}
+	if bad := poolCheck(10, 4, 3); bad != 0 {
+		t.Errorf("after simulating, %d units did not run exactly once", bad)
+	}
+}
+
+// TestSimulatedSameBits: a convolution simulated at 16 threads takes the
+// 16-thread cut (its passes run wide, as on a pool of 16) and gives the
+// bits of one thread, as a real pool does (TestWinogradWide).
+func TestSimulatedSameBits(t *testing.T) {
+	defer func() { winoTile = 0 }()
+	defer UseWinograd(winograd)
+	defer SetThreads(1)
+	defer SimulateThreads(0)
+	run := convAtThreads(t, [6]int{4, 64, 7, 7, 64, 64}, 5)
+	y1, dx1, dw1 := run(1)
+	before := wideRuns()
+	if err := SimulateThreads(16); err != nil {
+		t.Fatal(err)
+	}
+	ProfilePasses(true)
+	defer ProfilePasses(false)
+	y16, dx16, dw16 := run(0)
+	if got := wideRuns() - before; got != 3 {
+		t.Errorf("%d passes ran wide simulating 16 threads, want 3", got)
+	}
+	if serial, span := Simulated(); !(serial > 0 && span > 0 && span < serial) {
+		t.Errorf("simulated passes: %v on one thread, %v at 16: want 0 < at 16 < on one", serial, span)
+	}
+	for _, c := range []struct {
+		name      string
+		one, many []float32
+	}{{"y", y1, y16}, {"dx", dx1, dx16}, {"dw", dw1, dw16}} {
+		if i := firstDiff(c.one, c.many); i >= 0 {
+			t.Errorf("%s[%d] is %v simulating 16 threads, %v at one", c.name, i, c.many[i], c.one[i])
+		}
+	}
+}
