@@ -181,7 +181,7 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 		perStep = sim
 	}
 	if sb.Passes {
-		printPasses(out, passes, sb.Steps, perStep)
+		printPasses(out, passes, sb.Steps, perStep, sb.Simulate > 1)
 	}
 	if len(prof) > 0 {
 		names := slices.SortedFunc(maps.Keys(prof), func(a, b string) int { return cmp.Compare(prof[b], prof[a]) })
@@ -198,8 +198,9 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 }
 
 // printPasses is --passes' table: rank 0's passes over the timed steps,
-// per step, the longest first.
-func printPasses(out io.Writer, passes []model.Pass, steps int, perStep float64) {
+// per step, the longest first; simulated, each pass's time at the
+// simulated count, its units' time on the one thread, and the ratio.
+func printPasses(out io.Writer, passes []model.Pass, steps int, perStep float64, simulated bool) {
 	var total, wait time.Duration
 	n := 0
 	for _, p := range passes {
@@ -210,12 +211,20 @@ func printPasses(out io.Writer, passes []model.Pass, steps int, perStep float64)
 	per := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(steps) }
 	fmt.Fprintf(out, "# --passes (rank 0; a pass is one parallel region of the thread pool, model/par.c; products made in one call count as t_gemm_rows of 1 unit): %.2f ms per step in %d passes, %.2f of it waiting at the passes' ends; %.2f outside them\n",
 		per(total), n/steps, per(wait), perStep*1e3-per(total))
-	fmt.Fprintf(out, "#   %-22s %6s %9s %9s %9s %6s\n", "task", "units", "per step", "ms/step", "waiting", "share")
+	head := fmt.Sprintf("#   %-22s %6s %9s %9s %9s %6s", "task", "units", "per step", "ms/step", "waiting", "share")
+	if simulated {
+		head += fmt.Sprintf(" %9s %7s", "on one", "speedup")
+	}
+	fmt.Fprintln(out, head)
 	for _, p := range passes {
 		share := 0.0
 		if p.Total > 0 {
 			share = 100 * p.Wait.Seconds() / p.Total.Seconds()
 		}
-		fmt.Fprintf(out, "#   %-22s %6d %9.1f %9.3f %9.3f %5.1f%%\n", p.Task, p.Units, float64(p.Count)/float64(steps), per(p.Total), per(p.Wait), share)
+		row := fmt.Sprintf("#   %-22s %6d %9.1f %9.3f %9.3f %5.1f%%", p.Task, p.Units, float64(p.Count)/float64(steps), per(p.Total), per(p.Wait), share)
+		if simulated && p.Total > 0 {
+			row += fmt.Sprintf(" %9.3f %7.2f", per(p.Work), p.Work.Seconds()/p.Total.Seconds())
+		}
+		fmt.Fprintln(out, row)
 	}
 }

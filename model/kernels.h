@@ -45,7 +45,8 @@ void k_pass_profile(int on);
 int k_simulate_threads(int T);
 void k_simulated(double *serial, double *span);
 void k_sim_check(int units, int T, double us, int *runs, int *who, double *longest, double *serial, double *span);
-int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait);
+int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait,
+                         double *work);
 int k_buffers_misaligned(void);
 int k_pool_check(int passes, int units, unsigned seed);
 void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,

@@ -191,6 +191,7 @@ struct k_pass_prof {
 	size_t units;
 	unsigned long n;
 	double total, wait;
+	double work; // the units' time on one thread: simulated passes, and those run on the caller alone
 };
 static struct k_pass_prof prof[PROF_MAX];
 static int nprof;
@@ -204,7 +205,7 @@ static double prof_now(void) {
 
 // prof_add records one pass (entries past PROF_MAX are dropped and
 // counted in the last).
-static void prof_add(task_fn fn, size_t units, double t0, double t1, double t2) {
+static void prof_add(task_fn fn, size_t units, double t0, double t1, double t2, double work) {
 	int i = 0;
 	while (i < nprof && !(prof[i].fn == fn && prof[i].units == units)) i++;
 	if (i == nprof) {
@@ -214,6 +215,7 @@ static void prof_add(task_fn fn, size_t units, double t0, double t1, double t2) 
 	prof[i].n++;
 	prof[i].total += t2 - t0;
 	prof[i].wait += t2 - t1;
+	prof[i].work += work;
 }
 
 // ---- T threads simulated on one (train bench step --simulate-threads) ----
@@ -285,7 +287,7 @@ static void sim_chunks(size_t units, size_t chunk, int T, task_fn fn, void *ctx)
 	}
 	if (prof_on) {
 		sim_serial += serial, sim_span += span;
-		prof_add(fn, units, 0, t0done, span);
+		prof_add(fn, units, 0, t0done, span, serial);
 	}
 }
 
@@ -300,10 +302,11 @@ void k_pass_profile(int on) {
 }
 
 // k_pass_profile_entry reads entry i; it returns 0 past the last.
-int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait) {
+int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait,
+                         double *work) {
 	if (i < 0 || i >= nprof) return 0;
 	*fn = (void *)prof[i].fn, *units = prof[i].units, *n = prof[i].n;
-	*total = prof[i].total, *wait = prof[i].wait;
+	*total = prof[i].total, *wait = prof[i].wait, *work = prof[i].work;
 	return 1;
 }
 
@@ -340,7 +343,7 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 	}
 	if (T <= 1 || created == 0) {
 		fn(ctx, 0, units, 0);
-		if (prof_on) t1 = prof_now(), prof_add(fn, units, t0, t1, t1);
+		if (prof_on) t1 = prof_now(), prof_add(fn, units, t0, t1, t1, t1 - t0);
 		pthread_mutex_unlock(&busy);
 		return;
 	}
@@ -367,7 +370,7 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 		if ((v = atomic_load(&left)) != 0) fwait(&left, v);
 		atomic_store(&left_sleeper, 0);
 	}
-	if (prof_on) prof_add(fn, units, t0, t1, prof_now());
+	if (prof_on) prof_add(fn, units, t0, t1, prof_now(), 0);
 	pthread_mutex_unlock(&busy);
 }
 
@@ -815,7 +818,7 @@ static void gemm_one(int ta, int tb, size_t m, size_t n, size_t k, float alpha, 
 	k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 	double t1 = prof_now();
 	pthread_mutex_lock(&busy);
-	prof_add(t_gemm_rows, 1, t0, t1, t1);
+	prof_add(t_gemm_rows, 1, t0, t1, t1, t1 - t0);
 	pthread_mutex_unlock(&busy);
 }
 

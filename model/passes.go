@@ -20,12 +20,14 @@ import (
 // ran (its C function's name) and the units it was cut into, how many
 // such passes ran, their time as the caller saw it, and how much of it
 // the caller spent waiting, its own share done, for the other threads
-// (the pass's tail).
+// (the pass's tail). Work is the units' time on one thread, where it is
+// known: a pass run on the caller alone, and a simulated one
+// (SimulateThreads), whose Total is its time at the simulated count.
 type Pass struct {
-	Task        string
-	Units       int
-	Count       int
-	Total, Wait time.Duration
+	Task              string
+	Units             int
+	Count             int
+	Total, Wait, Work time.Duration
 }
 
 // ProfilePasses empties the pass profile and turns it on or off; call
@@ -47,12 +49,12 @@ func Passes() []Pass {
 		var fn unsafe.Pointer
 		var units C.size_t
 		var n C.ulong
-		var total, wait C.double
-		if C.k_pass_profile_entry(C.int(i), &fn, &units, &n, &total, &wait) == 0 {
+		var total, wait, work C.double
+		if C.k_pass_profile_entry(C.int(i), &fn, &units, &n, &total, &wait, &work) == 0 {
 			break
 		}
-		out = append(out, Pass{Units: int(units), Count: int(n),
-			Total: time.Duration(float64(total) * 1e9), Wait: time.Duration(float64(wait) * 1e9)})
+		out = append(out, Pass{Units: int(units), Count: int(n), Total: time.Duration(float64(total) * 1e9),
+			Wait: time.Duration(float64(wait) * 1e9), Work: time.Duration(float64(work) * 1e9)})
 		addrs = append(addrs, uintptr(fn))
 	}
 	names := symbolize(addrs)

@@ -133,6 +133,11 @@ func TestSimulatedSameBits(t *testing.T) {
 	if serial, span := Simulated(); !(serial > 0 && span > 0 && span < serial) {
 		t.Errorf("simulated passes: %v on one thread, %v at 16: want 0 < at 16 < on one", serial, span)
 	}
+	for _, p := range Passes() {
+		if !(p.Total > 0 && p.Work >= p.Total) {
+			t.Errorf("%+v: want its time at 16 threads above 0 and at most its units' time on one", p)
+		}
+	}
 	for _, c := range []struct {
 		name      string
 		one, many []float32

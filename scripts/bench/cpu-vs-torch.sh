@@ -18,7 +18,10 @@
 # ResNet-20 and the MLP: batch 64 per rank of 1x28x28, SGD with momentum,
 # BatchNorm per rank on both sides (PyTorch DDP's default; train
 # --bn local). The GPT: scripts/bench/gpt-vs-torch.sh's configuration
-# (6 layers, 6 heads, width 384, context 256, 4 windows per rank, AdamW).
+# (6 layers, 6 heads, width 384, context 256, 4 windows per rank, AdamW
+# at torch_gpt.py's lr 6e-4 and beta2 0.95 on both sides: at train's
+# default --lr 0.05 the GPT diverges within 3 steps, and on an Intel core
+# its steps then slowed tenfold, 4.0 to 43 s).
 #
 # OpenBLAS picks its kernels from the CPU unless OPENBLAS_CORETYPE names
 # them, and both sides use it (train for every product, PyTorch for its
@@ -124,7 +127,7 @@ for np in 1 "$T"; do
 		im2col) run "ResNet-20, --conv im2col" "$np" "$th" "${resnet[@]}" --bn local --conv im2col -- "$here/../torch_bench.py" "${resnet[@]}" ;;
 		winograd) run "ResNet-20 (Winograd, the default)" "$np" "$th" "${resnet[@]}" --bn local -- "$here/../torch_bench.py" "${resnet[@]}" ;;
 		mlp) run "MLP 784-256-10" "$np" "$th" "${mlp[@]}" --bn local -- "$here/../torch_bench.py" "${mlp[@]}" ;;
-		gpt) run "GPT" "$np" "$th" --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --weight-decay 0.1 --steps 5 --warmup 1 -- \
+		gpt) run "GPT" "$np" "$th" --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --steps 5 --warmup 1 -- \
 			"$here/../torch_gpt.py" bench --data "$data" "${gpt[@]}" --steps 5 --warmup 1 ;;
 		*) echo "cpu-vs-torch.sh: WORKLOADS: unknown $w (im2col, winograd, mlp, gpt)" >&2; exit 2 ;;
 		esac
@@ -162,4 +165,4 @@ scale() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 scale "ResNet-20" samples/s "${resnet[@]}" --bn local
-scale "GPT" tokens/s --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --weight-decay 0.1 --steps 5 --warmup 1
+scale "GPT" tokens/s --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --steps 5 --warmup 1

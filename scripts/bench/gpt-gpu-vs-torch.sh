@@ -22,7 +22,7 @@ declare -A tok mem
 flops=
 for r in $(seq "$R"); do
 	out=$("${mpi[@]}" "$bin" bench step --device cuda --precision "$P" --model gpt --data "$data" "${gpt[@]}" \
-		--optimizer adamw --weight-decay 0.1 --steps "$S" --warmup 3)
+		--optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --steps "$S" --warmup 3)
 	tok[ours]+="$(awk '/^tokens\/s/ {print $2}' <<<"$out") "
 	mem[ours]+="$(grep -io 'peak device[^0-9]*[0-9.,]*' <<<"$out" | grep -o '[0-9.,]*$' | tr -d , | head -1) "
 	flops=$(grep -o '= [0-9.]* MFLOP per token' <<<"$out" | grep -o '[0-9.]*' | head -1)

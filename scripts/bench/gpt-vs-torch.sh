@@ -30,7 +30,7 @@ sizes=(--layers "${o[layers]}" --heads "${o[heads]}" --dim "${o[dim]}" --context
 echo "# np $np, ${sizes[*]}, ${o[warmup]} warm-up + ${o[steps]} timed steps, AdamW; data $data"
 tt="" tr="" pt="" pr=""
 for i in $(seq 1 "$rounds"); do
-	out=$("${mpi[@]}" "$train" bench step --model gpt --data "$data" "${sizes[@]}" --optimizer adamw --weight-decay 0.1 --warmup "${o[warmup]}" --steps "${o[steps]}")
+	out=$("${mpi[@]}" "$train" bench step --model gpt --data "$data" "${sizes[@]}" --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --warmup "${o[warmup]}" --steps "${o[steps]}")
 	t=$(awk '/^tokens\/s/{print $2}' <<<"$out")
 	r=$(awk '/^peak RSS per rank/{print $5}' <<<"$out")
 	mfu=$(awk '/^MFU/{print $2}' <<<"$out")

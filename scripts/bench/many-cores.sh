@@ -93,7 +93,7 @@ part() {
 			"$bin/train" bench step "${a[@]}"
 		done
 		for t in 1 16; do
-			a=(--model gpt --data "$bin/kjv" --layers 6 --heads 6 --dim 384 --context 256 --batch-size 4 --optimizer adamw --steps 4 --warmup 1 --threads "$t" --passes)
+			a=(--model gpt --data "$bin/kjv" --layers 6 --heads 6 --dim 384 --context 256 --batch-size 4 --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --steps 4 --warmup 1 --threads "$t" --passes)
 			echo "## train bench step ${a[*]}"
 			"$bin/train" bench step "${a[@]}"
 		done
