@@ -132,10 +132,8 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 		return err
 	}
 	var passes []model.Pass
-	var serial, span time.Duration // --simulate-threads: the passes' time here, and at that many threads
 	if sb.Passes {
 		passes = model.Passes()
-		serial, span = model.Simulated()
 		model.ProfilePasses(false)
 	}
 	t := []float64{time.Since(start).Seconds(), s.Waiting().Seconds(), float64(PeakRSS()), 0, float64(SharedRSS())}
@@ -174,10 +172,17 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 		fmt.Fprintf(out, "peak device memory per rank %.0f MiB (train's allocations; cuDNN's and cuBLAS's own not counted)\n", t[3]/(1<<20))
 	}
 	if sb.Simulate > 1 {
+		// Every pass's units on this thread (Work) and the pass at the
+		// simulated count (Total); a pass of one unit is the same in both.
+		var work, at time.Duration
+		for _, p := range passes {
+			work, at = work+p.Work, at+p.Total
+		}
 		per := func(d time.Duration) float64 { return d.Seconds() / float64(sb.Steps) }
-		sim := perStep - per(serial) + per(span)
+		outside := perStep - per(work)
+		sim := outside + per(at)
 		fmt.Fprintf(out, "# --simulate-threads %d (rank 0): the passes, cut for %d threads, ran %.2f ms a step on this thread; by the pool's schedule %d threads run them in %.2f ms (%.2fx), with nothing for waking the threads or sharing memory: a step at %d threads takes at least %.2f ms, %.1f samples/s, with what ran outside the passes (%.2f ms) on one thread as here\n",
-			sb.Simulate, sb.Simulate, per(serial)*1e3, sb.Simulate, per(span)*1e3, per(serial)/per(span), sb.Simulate, sim*1e3, float64(b*w.Size())/sim, (perStep-per(serial))*1e3)
+			sb.Simulate, sb.Simulate, per(work)*1e3, sb.Simulate, per(at)*1e3, per(work)/per(at), sb.Simulate, sim*1e3, float64(b*w.Size())/sim, outside*1e3)
 		perStep = sim
 	}
 	if sb.Passes {

@@ -43,7 +43,6 @@ int k_set_threads(int n);
 void k_set_sgemm(void *f);
 void k_pass_profile(int on);
 int k_simulate_threads(int T);
-void k_simulated(double *serial, double *span);
 void k_sim_check(int units, int T, double us, int *runs, int *who, double *longest, double *serial, double *span);
 int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait,
                          double *work);

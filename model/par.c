@@ -235,7 +235,6 @@ static void prof_add(task_fn fn, size_t units, double t0, double t1, double t2, 
 // the cores sharing memory and the last-level cache, a chunk reading what
 // another core wrote. So a machine with that many cores can do no better
 // than it says (the chunks' times on one core are those of a quiet core).
-static double sim_serial, sim_span; // the simulated passes: on the caller, and at sim_T threads
 
 // k_simulate_threads cuts the passes as for T threads and runs them on
 // the caller (T <= 1: off, back to the pool's own size). It fails (-1)
@@ -250,10 +249,6 @@ int k_simulate_threads(int T) {
 	pthread_mutex_unlock(&busy);
 	return 0;
 }
-
-// k_simulated reads the simulated passes' time since the profile was
-// last emptied: on the caller, and at the simulated thread count.
-void k_simulated(double *serial, double *span) { *serial = sim_serial, *span = sim_span; }
 
 // sim_chunks is run_chunks for T simulated threads (above); the pass
 // goes into the profile (when on) with its simulated time, and its
@@ -285,10 +280,7 @@ static void sim_chunks(size_t units, size_t chunk, int T, task_fn fn, void *ctx)
 		clock[w] += t, serial += t;
 		if (clock[w] > span) span = clock[w];
 	}
-	if (prof_on) {
-		sim_serial += serial, sim_span += span;
-		prof_add(fn, units, 0, t0done, span, serial);
-	}
+	if (prof_on) prof_add(fn, units, 0, t0done, span, serial);
 }
 
 // k_pass_profile empties the profile and turns it on or off (called
@@ -297,7 +289,6 @@ void k_pass_profile(int on) {
 	pthread_mutex_lock(&busy);
 	nprof = 0;
 	prof_on = on;
-	sim_serial = sim_span = 0;
 	pthread_mutex_unlock(&busy);
 }
 
@@ -1164,7 +1155,7 @@ void k_sim_check(int units, int T, double us, int *runs, int *who, double *longe
 	k_simulate_threads(T);
 	k_pass_profile(1);
 	run((size_t)units, t_sim_check, &k);
-	k_simulated(serial, span);
+	*serial = nprof ? prof[0].work : 0, *span = nprof ? prof[0].total : 0;
 	k_pass_profile(0);
 	k_simulate_threads(was);
 	*longest = k.longest;

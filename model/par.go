@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"train/openblas"
@@ -48,15 +47,6 @@ func SimulateThreads(n int) error {
 		return fmt.Errorf("at most %d threads", MaxThreads)
 	}
 	return nil
-}
-
-// Simulated is the simulated passes' time since the pass profile was
-// last emptied: as they ran, on one thread, and at the simulated thread
-// count.
-func Simulated() (serial, threads time.Duration) {
-	var s, t C.double
-	C.k_simulated(&s, &t)
-	return time.Duration(float64(s) * 1e9), time.Duration(float64(t) * 1e9)
 }
 
 // Threads is the pool's size.
