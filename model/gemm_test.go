@@ -62,10 +62,12 @@ func sgemmThreadsSameBits(t *testing.T) {
 	t.Logf("OpenBLAS core %s", info.Core)
 	defer SetThreads(1)
 	rng := rand.New(rand.NewPCG(5, 6))
-	// The last shape's B (4.5M floats) is large and its A small beside it:
-	// par.c cuts it into column blocks (3, the last partial) at every
-	// thread count, and each block's rows across the threads.
-	for _, sh := range [][3]int{{1000, 300, 384}, {200, 1500, 64}, {517, 517, 40}, {97, 1100, 33}, {300, 300, 100}, {200, 200, 100}, {40, 4500, 1000}} {
+	// The shape 40x4500x1000's B (4.5M floats) is large and its A small
+	// beside it: par.c cuts it into column blocks (3, the last partial) at
+	// every thread count, and each block's rows across the threads. The
+	// last has fewer rows than PART_ROWS twice over, and multiply-adds
+	// enough to be cut into parts of 24 to 36 rows anyway (PART_WORK).
+	for _, sh := range [][3]int{{1000, 300, 384}, {200, 1500, 64}, {517, 517, 40}, {97, 1100, 33}, {300, 300, 100}, {200, 200, 100}, {40, 4500, 1000}, {96, 512, 1024}} {
 		m, n, k := sh[0], sh[1], sh[2]
 		a, b := make([]float32, m*k), make([]float32, k*n)
 		for i := range a {

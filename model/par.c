@@ -780,6 +780,14 @@ static void t_gemm_rows(void *p, size_t lo, size_t hi, int w) {
 // 256) cut into 4 parts of 16 rows packed its weights 4 times for 25.7
 // MFLOP (the MLP at 2 threads: 2.24x with this floor, ab-step.sh).
 #define PART_ROWS 64
+// PART_WORK: a product of at least PART_WORK multiply-adds a part may
+// still have as many parts as the threads where PART_ROWS leaves fewer,
+// down to 2 blocks of rows (24) a part. At 24 rows, packing B again is
+// a 24th of a part's multiply-adds. The GPT's weight gradients X^T dY
+// have 384 rows (its width): 6 parts of 64, which 16 threads ran only
+// 5.5 times faster than one (`train bench step --simulate-threads 16`);
+// the MLP's 12.8M multiply-adds stay under the line at any count.
+#define PART_WORK (16 << 20)
 
 struct tiles {
 	struct gemm g; // g.parts: row parts per column block
@@ -846,8 +854,16 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 		parts = 2 * T;
 	else if (parts >= T)
 		parts = T;
-	// And no part under PART_ROWS rows: each part packs all of B again.
-	if (parts > m / PART_ROWS) parts = m / PART_ROWS;
+	// And no part under PART_ROWS rows (each part packs all of B again),
+	// unless the product is large enough to give each thread PART_WORK.
+	size_t most = m / PART_ROWS, spread = mnk / PART_WORK;
+	if (most < T) {
+		size_t wide = m / (2 * GEMM_BLOCK);
+		if (wide > T) wide = T;
+		if (wide > spread) wide = spread;
+		if (wide > most) most = wide;
+	}
+	if (parts > most) parts = most;
 	if (parts < 2) {
 		gemm_one(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
