@@ -181,7 +181,7 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 		per := func(d time.Duration) float64 { return d.Seconds() / float64(sb.Steps) }
 		outside := perStep - per(work)
 		sim := outside + per(at)
-		fmt.Fprintf(out, "# --simulate-threads %d (rank 0): the passes, cut for %d threads, ran %.2f ms a step on this thread; by the pool's schedule %d threads run them in %.2f ms (%.2fx), with nothing for waking the threads or sharing memory: a step at %d threads takes at least %.2f ms, %.1f samples/s, with what ran outside the passes (%.2f ms) on one thread as here\n",
+		fmt.Fprintf(out, "# --simulate-threads %d (rank 0): the passes, cut for %d threads, ran %.2f ms a step on this thread; by the pool's schedule %d threads run them in %.2f ms (%.2fx), with nothing for waking the threads or sharing memory, and this core's caches for all of them: a step at %d threads at best %.2f ms, %.1f samples/s, with what ran outside the passes (%.2f ms) on one thread as here\n",
 			sb.Simulate, sb.Simulate, per(work)*1e3, sb.Simulate, per(at)*1e3, per(work)/per(at), sb.Simulate, sim*1e3, float64(b*w.Size())/sim, outside*1e3)
 		perStep = sim
 	}
