@@ -141,12 +141,5 @@ func TestSimulatedSameBits(t *testing.T) {
 	if !(at > 0 && at < work) {
 		t.Errorf("simulated passes: %v on one thread, %v at 16: want 0 < at 16 < on one", work, at)
 	}
-	for _, c := range []struct {
-		name      string
-		one, many []float32
-	}{{"y", y1, y16}, {"dx", dx1, dx16}, {"dw", dw1, dw16}} {
-		if i := firstDiff(c.one, c.many); i >= 0 {
-			t.Errorf("%s[%d] is %v simulating 16 threads, %v at one", c.name, i, c.many[i], c.one[i])
-		}
-	}
+	sameConvBits(t, "", "simulating 16 threads", [3][]float32{y1, dx1, dw1}, [3][]float32{y16, dx16, dw16})
 }

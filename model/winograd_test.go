@@ -343,13 +343,19 @@ func TestWinogradWide(t *testing.T) {
 		if got := wideRuns() - before; got != 3 {
 			t.Errorf("%v: %d passes ran wide at 16 threads, want 3", sh, got)
 		}
-		for _, c := range []struct {
-			name      string
-			one, many []float32
-		}{{"y", y1, y16}, {"dx", dx1, dx16}, {"dw", dw1, dw16}} {
-			if i := firstDiff(c.one, c.many); i >= 0 {
-				t.Errorf("%v: %s[%d] is %v at 16 threads, %v at one", sh, c.name, i, c.many[i], c.one[i])
-			}
+		sameConvBits(t, fmt.Sprintf("%v: ", sh), "at 16 threads", [3][]float32{y1, dx1, dw1}, [3][]float32{y16, dx16, dw16})
+	}
+}
+
+// sameConvBits reports each of a convolution's output, input gradient
+// and weight gradient (as convAtThreads returns them) whose bits differ
+// between one thread and another run (how: "at 16 threads"), at its
+// first differing element.
+func sameConvBits(t *testing.T, where, how string, one, other [3][]float32) {
+	t.Helper()
+	for k, name := range []string{"y", "dx", "dw"} {
+		if i := firstDiff(one[k], other[k]); i >= 0 {
+			t.Errorf("%s%s[%d] is %v %s, %v at one", where, name, i, other[k][i], how, one[k][i])
 		}
 	}
 }
