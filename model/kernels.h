@@ -105,7 +105,7 @@ void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U
                 size_t P);
 void k_wino_dw_mul(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C, size_t O,
                    size_t P);
-int k_wino_avx512(int on);
+int k_wino_level(int cap);
 void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
                  float *work, const struct k_wino_plan *p);
 size_t k_wino_work_floats(size_t n, size_t w, size_t C, size_t O, const struct k_wino_plan *p);

@@ -94,14 +94,11 @@ func winoDWMul(d, mt []float32, ldm int, v []float32, ldv, t, c, o, p int) {
 		C.size_t(p))
 }
 
-// winoAVX512 turns the products' AVX-512 code off (false) or back to the
-// CPU's choice, and reports whether it was in use.
-func winoAVX512(on bool) bool {
-	v := 0
-	if on {
-		v = 1
-	}
-	return C.k_wino_avx512(C.int(v)) != 0
+// winoLevel caps winograd.c's code level at most (4 AVX-512, 3 AVX2, 0
+// the x86-64 baseline: pointer transforms and OpenBLAS's products; 4 is
+// the CPU's own choice) and returns the CPU's own level.
+func winoLevel(most int) int {
+	return int(C.k_wino_level(C.int(most)))
 }
 
 // simCheck runs one simulated pass of units units on t threads, unit u

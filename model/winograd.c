@@ -33,10 +33,49 @@
 #include "kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define X86_LEVELS 1
 #define VEC __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define V4 __attribute__((target("arch=x86-64-v4")))
+#define V3 __attribute__((target("arch=x86-64-v3")))
 #else
 #define VEC
+#define V3
 #endif
+
+// The code levels this file has: 4 AVX-512 (x86-64-v4), 3 AVX2 and FMA
+// (x86-64-v3; plain C off x86), 0 the x86-64 baseline. Only the paths
+// for any channel count (the pointer transforms) and the kernels'
+// transforms are cloned for all three (VEC). The row transforms and the
+// own products, most of the file's code, exist at levels 4 and 3 only: a
+// baseline clone of them took 40 of the file's 110 s at -O3, the longest
+// step of a cold build, paid again by the package's test build and by
+// the fuzzers' instrumented one, for CPUs without AVX2, where the
+// transforms take the pointer paths and the products go to OpenBLAS
+// instead.
+static int level_cap = 4;
+
+// level is the level this call runs at: the CPU's, at most what a test
+// allowed (k_wino_level). Asked at every call (a few loads of the CPU's
+// feature bits): a value cached on first use would be written by
+// whichever pool threads got there first, a data race.
+static int level(void) {
+#ifdef X86_LEVELS
+	int cpu = __builtin_cpu_supports("x86-64-v4") ? 4 : __builtin_cpu_supports("x86-64-v3") ? 3 : 0;
+#else
+	int cpu = 3;
+#endif
+	return cpu < level_cap ? cpu : level_cap;
+}
+
+// k_wino_level caps the code level at cap (4: the CPU's choice), so that
+// a test runs the AVX2 and baseline paths on a machine that has more,
+// while no pass runs. It returns the CPU's own level.
+int k_wino_level(int cap) {
+	level_cap = 4;
+	int cpu = level();
+	level_cap = cap;
+	return cpu;
+}
 
 // INL bodies take m as a constant from their callers, so each m gets its
 // own fully unrolled copy.
@@ -593,23 +632,35 @@ INL void output_rows(int my, int mx, int add, float *y, const float *M, size_t n
 		}                              \
 	} while (0)
 
-// The transforms by tile shape and channel count, each cloned for the CPU
-// (one function a variant: four in one clone ran the output transform
-// 1.7 times slower). zero and sink hold k_wino_work_floats' rows: w *
-// max(C, O) floats.
+// The transforms by tile shape and channel count, each its own function
+// for each code level (one function a variant: four in one clone ran the
+// output transform 1.7 times slower): CLONE for all three, ROWS for 4
+// (name_v4) and 3 (name). zero and sink hold k_wino_work_floats' rows: w
+// * max(C, O) floats.
 #define CLONE(name, call, ...) \
 	VEC static void name(__VA_ARGS__) { call; }
+#ifdef X86_LEVELS
+#define ROWS(name, call, ...)                           \
+	V4 static void name##_v4(__VA_ARGS__) { call; } \
+	V3 static void name(__VA_ARGS__) { call; }
+// AT_LEVEL is the ROWS function name for level lv (4 or 3).
+#define AT_LEVEL(name, lv) ((lv) == 4 ? name##_v4 : name)
+#else
+#define ROWS(name, call, ...) \
+	static void name(__VA_ARGS__) { call; }
+#define AT_LEVEL(name, lv) name
+#endif
 #define SPREAD_ARGS \
 	float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *z, const struct k_wino_class *k
 #define OUT_ARGS \
 	float *y, const float *M, size_t n, size_t h, size_t w, size_t O, float *s, const struct k_wino_class *k
 #define CLONES(a, b)                                                                                  \
-	CLONE(in_rows##a##b, BY_COUNT(C, spread_rows(a, b, 0, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)     \
-	CLONE(dyt_rows##a##b, BY_COUNT(C, spread_rows(a, b, 1, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)    \
+	ROWS(in_rows##a##b, BY_COUNT(C, spread_rows(a, b, 0, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)      \
+	ROWS(dyt_rows##a##b, BY_COUNT(C, spread_rows(a, b, 1, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)     \
 	CLONE(in_ptrs##a##b, spread_ptrs(a, b, 0, V, x, n, h, w, C, z, k), SPREAD_ARGS)                   \
 	CLONE(dyt_ptrs##a##b, spread_ptrs(a, b, 1, V, x, n, h, w, C, z, k), SPREAD_ARGS)                  \
-	CLONE(out_rows##a##b, BY_COUNT(O, output_rows(a, b, 0, y, M, n, h, w, O_, s, k)), OUT_ARGS)       \
-	CLONE(out_rows##a##b##_add, BY_COUNT(O, output_rows(a, b, 1, y, M, n, h, w, O_, s, k)), OUT_ARGS) \
+	ROWS(out_rows##a##b, BY_COUNT(O, output_rows(a, b, 0, y, M, n, h, w, O_, s, k)), OUT_ARGS)        \
+	ROWS(out_rows##a##b##_add, BY_COUNT(O, output_rows(a, b, 1, y, M, n, h, w, O_, s, k)), OUT_ARGS)  \
 	CLONE(out_ptrs##a##b, output(a, b, y, M, n, h, w, O, add, s, k), OUT_ARGS, int add)
 PAIRS(CLONES)
 
@@ -617,12 +668,12 @@ PAIRS(CLONES)
 // (grad 0) or the output gradient's (grad 1).
 static void spread(int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero,
                    const struct k_wino_class *k) {
-	int rows = C % 16 == 0;
+	int lv = level(), rows = C % 16 == 0 && lv >= 3;
 	switch (k->my * 10 + k->mx) {
 #define S(a, b)                                                                                  \
 	case a##b:                                                                                   \
 		if (rows)                                                                                \
-			(grad ? dyt_rows##a##b : in_rows##a##b)(V, x, n, h, w, C, zero, k);                  \
+			(grad ? AT_LEVEL(dyt_rows##a##b, lv) : AT_LEVEL(in_rows##a##b, lv))(V, x, n, h, w, C, zero, k); \
 		else                                                                                     \
 			(grad ? dyt_ptrs##a##b : in_ptrs##a##b)(V, x, n, h, w, C, zero, k);                  \
 		return;
@@ -635,11 +686,12 @@ static void spread(int grad, float *V, const float *x, size_t n, size_t h, size_
 // gather is output or output_rows for class k.
 static void gather(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink,
                    const struct k_wino_class *k) {
+	int lv = level();
 	switch (k->my * 10 + k->mx) {
 #define G(a, b)                                                                       \
 	case a##b:                                                                        \
-		if (O % 16 == 0)                                                              \
-			(add ? out_rows##a##b##_add : out_rows##a##b)(y, M, n, h, w, O, sink, k); \
+		if (O % 16 == 0 && lv >= 3)                                                   \
+			(add ? AT_LEVEL(out_rows##a##b##_add, lv) : AT_LEVEL(out_rows##a##b, lv))(y, M, n, h, w, O, sink, k); \
 		else                                                                          \
 			out_ptrs##a##b(y, M, n, h, w, O, sink, k, add);                           \
 		return;
@@ -740,21 +792,16 @@ MUL_BLOCK(1, 1)
 
 // AVX-512's 32 registers hold 12 x 2 accumulators; AVX2's 16 hold 4 x 1
 // (a vf is two of its registers), so the two get their own functions:
-// the *_v4 ones, and the *_any ones cloned for AVX2 and the baseline
-// (VEC_NO4; plain C where GCC's clones are not available).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define VEC_NO4 __attribute__((target_clones("arch=x86-64-v3", "default")))
-#else
-#define VEC_NO4
-#endif
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target("arch=x86-64-v4"))) static void mul_v4(float *M, size_t ldm, const float *V, size_t ldv,
+// the *_v4 ones, and the *_v3 ones (plain C off x86). At level 0 the
+// products go to OpenBLAS.
+#ifdef X86_LEVELS
+V4 static void mul_v4(float *M, size_t ldm, const float *V, size_t ldv,
                                                                const float *U, size_t T, size_t C, size_t O, size_t P) {
 	BY_SHAPE(MUL_ROWS(12))
 }
 #endif
-VEC_NO4 static void mul_any(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t T, size_t C,
-                            size_t O, size_t P) {
+V3 static void mul_v3(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t T, size_t C,
+                         size_t O, size_t P) {
 	BY_SHAPE(MUL_ROWS(4))
 }
 
@@ -772,29 +819,6 @@ VEC_NO4 static void mul_any(float *M, size_t ldm, const float *V, size_t ldv, co
 // KiB) slower.
 #define MUL_ALL (64 * 1024)
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-// have_v4: the CPU runs x86-64-v4 (AVX-512) code, unless a test said
-// otherwise (k_wino_avx512). Asked at every call (a few loads of the
-// CPU's feature bits): a value cached on first use would be written by
-// whichever pool threads got there first, a data race.
-static int v4_off;
-static int have_v4(void) { return !v4_off && __builtin_cpu_supports("x86-64-v4"); }
-#endif
-
-// k_wino_avx512 turns the products' AVX-512 functions off (0), so that a
-// test runs the others on a machine that has it, or back to the CPU's
-// choice (1), while no pass runs. It returns whether they were in use.
-int k_wino_avx512(int on) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-	int was = have_v4();
-	v4_off = !on;
-	return was;
-#else
-	(void)on;
-	return 0;
-#endif
-}
-
 // k_wino_mul sets P points' products: M_j = V_j U_j, T rows each, point
 // j's rows at j*O into M's (ldm apart) and j*C into V's (ldv apart), U_j
 // C x O at j*C*O.
@@ -804,18 +828,19 @@ void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U
 		for (size_t j = 0; j < P; j++) k_wino_mul(M + j * O, ldm, V + j * C, ldv, U + j * C * O, T, C, O, 1);
 		return;
 	}
-	if (O % 16 != 0 || C * O > MUL_MOST) {
+	int lv = level();
+	if (lv < 3 || O % 16 != 0 || C * O > MUL_MOST) {
 		for (size_t j = 0; j < P; j++)
 			k_sgemm1(0, 0, T, O, C, 1, V + j * C, ldv, U + j * C * O, O, 0, M + j * O, ldm);
 		return;
 	}
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-	if (have_v4()) {
+#ifdef X86_LEVELS
+	if (lv == 4) {
 		mul_v4(M, ldm, V, ldv, U, T, C, O, P);
 		return;
 	}
 #endif
-	mul_any(M, ldm, V, ldv, U, T, C, O, P);
+	mul_v3(M, ldm, V, ldv, U, T, C, O, P);
 }
 
 // The weight gradient's products, dU_j (O x C) = M_j^T V_j summed over
@@ -860,8 +885,8 @@ DW_BLOCK(4, 1)
 		}                                                                                                  \
 	}
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target("arch=x86-64-v4"))) static void dw_v4(float *D, const float *Mt, size_t lm, const float *V,
+#ifdef X86_LEVELS
+V4 static void dw_v4(float *D, const float *Mt, size_t lm, const float *V,
                                                               size_t lv, size_t T, size_t C, size_t O, size_t P) {
 	if (C == 16)
 		DW_ROWS(16, 1)
@@ -869,8 +894,8 @@ __attribute__((target("arch=x86-64-v4"))) static void dw_v4(float *D, const floa
 		DW_ROWS(8, 2)
 }
 #endif
-VEC_NO4 static void dw_any(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C,
-                           size_t O, size_t P) {
+V3 static void dw_v3(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C,
+                        size_t O, size_t P) {
 	DW_ROWS(4, 1)
 }
 
@@ -878,18 +903,19 @@ VEC_NO4 static void dw_any(float *D, const float *Mt, size_t lm, const float *V,
 // O, lm apart, V T rows of C, lv apart, point j's at j*O and j*C.
 void k_wino_dw_mul(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C, size_t O,
                    size_t P) {
-	if (O % 16 != 0 || C % 16 != 0 || C * O > MUL_MOST) {
+	int at = level();
+	if (at < 3 || O % 16 != 0 || C % 16 != 0 || C * O > MUL_MOST) {
 		for (size_t j = 0; j < P; j++)
 			k_sgemm1(1, 0, O, C, T, 1, Mt + j * O, lm, V + j * C, lv, 0, D + j * C * O, C);
 		return;
 	}
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-	if (have_v4()) {
+#ifdef X86_LEVELS
+	if (at == 4) {
 		dw_v4(D, Mt, lm, V, lv, T, C, O, P);
 		return;
 	}
 #endif
-	dw_any(D, Mt, lm, V, lv, T, C, O, P);
+	dw_v3(D, Mt, lm, V, lv, T, C, O, P);
 }
 
 // k_wino_conv is one part of a convolution: y (n, h, w, O) = x (n, h, w,

@@ -87,10 +87,12 @@ var winoShapes = [][5]int{{1, 9, 9, 3, 8}, {2, 9, 8, 16, 21}, {2, 9, 7, 16, 16},
 
 // TestWinogradForward: Winograd's F(2x2) and F(4x4) against the float64
 // definition, on odd and even sizes (tiles cut by the border), one image
-// and several, few channels and many; its error beside im2col's.
+// and several, few channels and many; its error beside im2col's; at each
+// of winograd.c's code levels this CPU has.
 func TestWinogradForward(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
+	levels := winoLevels(t)
 	for _, sh := range winoShapes {
 		n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4]
 		p := &Params{}
@@ -100,23 +102,45 @@ func TestWinogradForward(t *testing.T) {
 		conv.init(rng)
 		x := normals(rng, n*h*w*c)
 		want := directConv(x, conv.W.Of(p.Data), n, h, w, c, o, 3, 1, 1)
-		errs := map[int]float64{}
-		for _, m := range convModes {
-			useMode(m)
-			if conv.wino() != m {
-				t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(), m)
+		for _, lv := range levels {
+			winoLevel(lv)
+			errs := map[int]float64{}
+			for _, m := range convModes {
+				useMode(m)
+				if conv.wino() != m {
+					t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(), m)
+				}
+				y := make([]float32, n*h*w*o)
+				conv.Forward(y, x, n)
+				errs[m] = maxRelErr(y, want)
 			}
-			y := make([]float32, n*h*w*o)
-			conv.Forward(y, x, n)
-			errs[m] = maxRelErr(y, want)
-		}
-		t.Logf("%v: max error / max |y|: im2col %.2g, F(2x2) %.2g, F(4x4) %.2g", sh, errs[0], errs[2], errs[4])
-		for _, m := range convModes[1:] {
-			if !(errs[m] < tolerance[m]) {
-				t.Errorf("%v: F(%dx%d)'s error %.3g of the largest output, want below %g", sh, m, m, errs[m], tolerance[m])
+			t.Logf("%v level %d: max error / max |y|: im2col %.2g, F(2x2) %.2g, F(4x4) %.2g", sh, lv, errs[0], errs[2], errs[4])
+			for _, m := range convModes[1:] {
+				if !(errs[m] < tolerance[m]) {
+					t.Errorf("%v level %d: F(%dx%d)'s error %.3g of the largest output, want below %g", sh, lv, m, m, errs[m], tolerance[m])
+				}
 			}
 		}
 	}
+}
+
+// winoLevels are winograd.c's code levels (winoLevel) this CPU runs, from
+// its own down to the x86-64 baseline; the test puts the CPU's choice
+// back when it ends.
+func winoLevels(t *testing.T) []int {
+	t.Helper()
+	cpu := winoLevel(4)
+	t.Cleanup(func() { winoLevel(4) })
+	var levels []int
+	for _, lv := range []int{4, 3, 0} {
+		if lv <= cpu {
+			levels = append(levels, lv)
+		}
+	}
+	if cpu < 4 {
+		t.Logf("this CPU's code level is %d: the levels above it do not run", cpu)
+	}
+	return levels
 }
 
 // directGrads are the convolution's input and weight gradients (3x3,
@@ -150,10 +174,12 @@ func directGrads(x, w, dy []float32, n, h, wd, c, o int) (dx, dw []float64) {
 }
 
 // TestWinogradBackward: the input and weight gradients through Winograd
-// against their float64 definitions, beside im2col's errors.
+// against their float64 definitions, beside im2col's errors, at each of
+// winograd.c's code levels this CPU has.
 func TestWinogradBackward(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
+	levels := winoLevels(t)
 	for _, sh := range winoShapes {
 		n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4]
 		p := &Params{}
@@ -164,20 +190,23 @@ func TestWinogradBackward(t *testing.T) {
 		x := normals(rng, n*h*w*c)
 		dy := normals(rng, n*h*w*o)
 		wantDx, wantDw := directGrads(x, conv.W.Of(p.Data), dy, n, h, w, c, o)
-		for _, m := range convModes {
-			useMode(m)
-			if conv.wino() != m {
-				t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(), m)
-			}
-			y, dx := make([]float32, n*h*w*o), make([]float32, n*h*w*c)
-			clear(conv.wt)        // the last mode's copy would hide a forward that left it unset
-			conv.Forward(y, x, n) // sets the permuted weight backward reads
-			clear(p.Grad)
-			conv.Backward(dx, dy, x, y, n)
-			ex, ew := maxRelErr(dx, wantDx), maxRelErr(conv.W.Of(p.Grad), wantDw)
-			t.Logf("%v tile %d: max error / max |.|: dx %.2g, dw %.2g", sh, m, ex, ew)
-			if !(ex < tolerance[m]) || !(ew < tolerance[m]) {
-				t.Errorf("%v tile %d: errors dx %.3g, dw %.3g of the largest value, want below %g", sh, m, ex, ew, tolerance[m])
+		for _, lv := range levels {
+			winoLevel(lv)
+			for _, m := range convModes {
+				useMode(m)
+				if conv.wino() != m {
+					t.Fatalf("%v: Winograd tile %d, want %d", sh, conv.wino(), m)
+				}
+				y, dx := make([]float32, n*h*w*o), make([]float32, n*h*w*c)
+				clear(conv.wt)        // the last mode's copy would hide a forward that left it unset
+				conv.Forward(y, x, n) // sets the permuted weight backward reads
+				clear(p.Grad)
+				conv.Backward(dx, dy, x, y, n)
+				ex, ew := maxRelErr(dx, wantDx), maxRelErr(conv.W.Of(p.Grad), wantDw)
+				t.Logf("%v level %d tile %d: max error / max |.|: dx %.2g, dw %.2g", sh, lv, m, ex, ew)
+				if !(ex < tolerance[m]) || !(ew < tolerance[m]) {
+					t.Errorf("%v level %d tile %d: errors dx %.3g, dw %.3g of the largest value, want below %g", sh, lv, m, ex, ew, tolerance[m])
+				}
 			}
 		}
 	}
@@ -409,28 +438,21 @@ func firstDiff(a, b []float32) int {
 // block size's remainder (1 to 45 tiles), channel counts with and without
 // a pair of vectors (48), the shapes past MUL_MOST that go to OpenBLAS,
 // all of a tile's points at once (block by block of tiles, where they
-// fit MUL_ALL) and one, with the AVX-512 code and without. Values outside
-// the points asked for must stay as they were.
+// fit MUL_ALL) and one, at each of winograd.c's code levels the CPU has
+// (winoLevels). Values outside the points asked for must stay as they were.
 func TestWinogradProducts(t *testing.T) {
 	if _, err := openblas.Load("", 1); err != nil {
 		t.Fatal(err)
 	}
-	has := winoAVX512(true)
-	defer winoAVX512(true)
 	const sentinel = float32(12345)
 	rng := rand.New(rand.NewPCG(3, 5))
-	for _, avx := range []bool{true, false} {
-		if avx && !has {
-			t.Logf("no AVX-512 on this CPU: only the AVX2 and baseline products run")
-			continue
-		}
-		winoAVX512(avx)
+	for _, lv := range winoLevels(t) {
 		for _, co := range [][2]int{{16, 16}, {32, 32}, {48, 48}, {64, 64}, {16, 48}, {48, 16}, {128, 32}, {96, 64}} {
 			c, o := co[0], co[1]
 			for _, tiles := range []int{1, 7, 13, 45} {
 				for _, a2 := range []int{16, 36} {
 					for _, p := range []int{a2, 1} {
-						name := fmt.Sprintf("avx512 %v c %d o %d tiles %d points %d of %d", avx, c, o, tiles, p, a2)
+						name := fmt.Sprintf("level %d c %d o %d tiles %d points %d of %d", lv, c, o, tiles, p, a2)
 						v, u := normals(rng, tiles*a2*c), normals(rng, a2*c*o)
 						m := make([]float32, tiles*a2*o)
 						for i := range m {
