@@ -62,7 +62,7 @@ var (
 	epochsFlag = &cli.IntFlag{Name: "epochs", Value: 5, Usage: "passes over the training set; also the length the schedule plans for", EnvVars: env("EPOCHS"), Category: catOptim}
 	stepsFlag  = &cli.IntFlag{Name: "max-steps", Value: 0, Usage: "stop after this many steps in all (0: no limit)", EnvVars: env("MAX_STEPS"), Category: catOptim}
 	optFlag    = &cli.StringFlag{Name: "optimizer", Value: "sgd", Usage: "sgd, adam or adamw", EnvVars: env("OPTIMIZER"), Category: catOptim}
-	lrFlag     = &cli.Float64Flag{Name: "lr", Value: 0.05, Usage: "learning rate, for the global batch as it is; with --lr-scaling linear, for one rank's batch (multiplied by the data-parallel ranks)", EnvVars: env("LR"), Category: catOptim}
+	lrFlag     = &cli.Float64Flag{Name: "lr", Value: sgdLR, DefaultText: "0.05 for sgd, 0.001 for adam and adamw", Usage: "learning rate, for the global batch as it is; with --lr-scaling linear, for one rank's batch (multiplied by the data-parallel ranks)", EnvVars: env("LR"), Category: catOptim}
 	scaleFlag  = &cli.StringFlag{Name: "lr-scaling", Value: "none", Usage: "none, or linear: lr x number of ranks (Goyal et al. 2017)", EnvVars: env("LR_SCALING"), Category: catOptim}
 	schedFlag  = &cli.StringFlag{Name: "lr-schedule", Value: "cosine", Usage: "constant, step, or cosine (to zero at the end of --epochs)", EnvVars: env("LR_SCHEDULE"), Category: catOptim}
 	warmFlag   = &cli.IntFlag{Name: "warmup-steps", Value: 0, Usage: "linear learning-rate warm-up over the first N steps", EnvVars: env("WARMUP_STEPS"), Category: catOptim}
@@ -190,6 +190,16 @@ func gpuLibraries(c *cli.Context) gpu.Libraries {
 	return gpu.Libraries{CUDA: l(0), NVRTC: l(1), CUBLAS: l(2), CUDNN: l(3), NCCL: l(4)}
 }
 
+// --lr's default follows --optimizer: SGD's 0.05 (the MLP's and the
+// ResNets'), and Adam's and AdamW's 0.001, PyTorch's default for both.
+// One default of 0.05 for all made AdamW diverge on the GPT (loss 10.9 to
+// 35.7 in 6 steps), and a diverged run's steps slowed tenfold on an Intel
+// core (the benchmark commands in the README ran that way).
+const (
+	sgdLR  = 0.05
+	adamLR = 0.001
+)
+
 // trainConfig reads the training flags, parsing every choice into its
 // type: a value that is not one of its choices is an error here, before
 // MPI starts.
@@ -250,6 +260,9 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 		}
 	}
 	cfg.Same = append(cfg.Same, "build "+buildRevision())
+	if !cfg.Set[lrFlag.Name] && (cfg.Optim.Optimizer == "adam" || cfg.Optim.Optimizer == "adamw") {
+		cfg.Optim.LR = adamLR
+	}
 	m := &cfg.Model
 	m.Kind = gptPreset(m.Kind, func(f string) bool { return cfg.Set[f] }, &m.Layers, &m.Heads, &m.Dim, &m.Context)
 	if len(errs) > 0 {
