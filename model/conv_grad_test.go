@@ -217,7 +217,11 @@ func reluPattern(m *Model, n int) string {
 	var b []byte
 	add := func(v []float32) {
 		for _, x := range v {
-			b = append(b, map[bool]byte{true: '1', false: '0'}[x > 0])
+			c := byte('0')
+			if x > 0 {
+				c = '1'
+			}
+			b = append(b, c)
 		}
 	}
 	for i, l := range m.Layers {
