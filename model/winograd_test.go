@@ -87,21 +87,31 @@ var winoShapes = [][5]int{{1, 9, 9, 3, 8}, {2, 9, 8, 16, 21}, {2, 9, 7, 16, 16},
 
 // TestWinogradForward: Winograd's F(2x2) and F(4x4) against the float64
 // definition, on odd and even sizes (tiles cut by the border), one image
-// and several, few channels and many; its error beside im2col's; at each
-// of winograd.c's code levels this CPU has.
+// and several, few channels and many, with a bias and without; its error
+// beside im2col's; at each of winograd.c's code levels this CPU has.
 func TestWinogradForward(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
 	levels := winoLevels(t)
-	for _, sh := range winoShapes {
+	for i, sh := range winoShapes {
 		n, h, w, c, o := sh[0], sh[1], sh[2], sh[3], sh[4]
+		// Every other shape has a bias: the output transform then adds to
+		// y (the bias copied in first) instead of setting it.
+		bias := i%2 == 1
 		p := &Params{}
-		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, false)
+		conv := NewConv2D(p, "c", c, h, w, o, 3, 1, 1, bias)
 		p.Alloc()
 		rng := rand.New(rand.NewPCG(uint64(h), 3))
 		conv.init(rng)
 		x := normals(rng, n*h*w*c)
 		want := directConv(x, conv.W.Of(p.Data), n, h, w, c, o, 3, 1, 1)
+		if bias {
+			b := conv.B.Of(p.Data)
+			copy(b, normals(rng, o))
+			for j := range want {
+				want[j] += float64(b[j%o])
+			}
+		}
 		for _, lv := range levels {
 			winoLevel(lv)
 			errs := map[int]float64{}
