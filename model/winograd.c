@@ -640,7 +640,7 @@ INL void output_rows(int my, int mx, int add, float *y, const float *M, size_t n
 #define CLONE(name, call, ...) \
 	VEC static void name(__VA_ARGS__) { call; }
 #ifdef X86_LEVELS
-#define ROWS(name, call, ...)                           \
+#define ROWS(name, call, ...)                       \
 	V4 static void name##_v4(__VA_ARGS__) { call; } \
 	V3 static void name(__VA_ARGS__) { call; }
 // AT_LEVEL is the ROWS function name for level lv (4 or 3).
@@ -654,13 +654,13 @@ INL void output_rows(int my, int mx, int add, float *y, const float *M, size_t n
 	float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *z, const struct k_wino_class *k
 #define OUT_ARGS \
 	float *y, const float *M, size_t n, size_t h, size_t w, size_t O, float *s, const struct k_wino_class *k
-#define CLONES(a, b)                                                                                  \
-	ROWS(in_rows##a##b, BY_COUNT(C, spread_rows(a, b, 0, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)      \
-	ROWS(dyt_rows##a##b, BY_COUNT(C, spread_rows(a, b, 1, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)     \
-	CLONE(in_ptrs##a##b, spread_ptrs(a, b, 0, V, x, n, h, w, C, z, k), SPREAD_ARGS)                   \
-	CLONE(dyt_ptrs##a##b, spread_ptrs(a, b, 1, V, x, n, h, w, C, z, k), SPREAD_ARGS)                  \
-	ROWS(out_rows##a##b, BY_COUNT(O, output_rows(a, b, 0, y, M, n, h, w, O_, s, k)), OUT_ARGS)        \
-	ROWS(out_rows##a##b##_add, BY_COUNT(O, output_rows(a, b, 1, y, M, n, h, w, O_, s, k)), OUT_ARGS)  \
+#define CLONES(a, b)                                                                                 \
+	ROWS(in_rows##a##b, BY_COUNT(C, spread_rows(a, b, 0, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)     \
+	ROWS(dyt_rows##a##b, BY_COUNT(C, spread_rows(a, b, 1, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)    \
+	CLONE(in_ptrs##a##b, spread_ptrs(a, b, 0, V, x, n, h, w, C, z, k), SPREAD_ARGS)                  \
+	CLONE(dyt_ptrs##a##b, spread_ptrs(a, b, 1, V, x, n, h, w, C, z, k), SPREAD_ARGS)                 \
+	ROWS(out_rows##a##b, BY_COUNT(O, output_rows(a, b, 0, y, M, n, h, w, O_, s, k)), OUT_ARGS)       \
+	ROWS(out_rows##a##b##_add, BY_COUNT(O, output_rows(a, b, 1, y, M, n, h, w, O_, s, k)), OUT_ARGS) \
 	CLONE(out_ptrs##a##b, output(a, b, y, M, n, h, w, O, add, s, k), OUT_ARGS, int add)
 PAIRS(CLONES)
 
@@ -670,12 +670,12 @@ static void spread(int grad, float *V, const float *x, size_t n, size_t h, size_
                    const struct k_wino_class *k) {
 	int lv = level(), rows = C % 16 == 0 && lv >= 3;
 	switch (k->my * 10 + k->mx) {
-#define S(a, b)                                                                                  \
-	case a##b:                                                                                   \
-		if (rows)                                                                                \
+#define S(a, b)                                                                                             \
+	case a##b:                                                                                              \
+		if (rows)                                                                                           \
 			(grad ? AT_LEVEL(dyt_rows##a##b, lv) : AT_LEVEL(in_rows##a##b, lv))(V, x, n, h, w, C, zero, k); \
-		else                                                                                     \
-			(grad ? dyt_ptrs##a##b : in_ptrs##a##b)(V, x, n, h, w, C, zero, k);                  \
+		else                                                                                                \
+			(grad ? dyt_ptrs##a##b : in_ptrs##a##b)(V, x, n, h, w, C, zero, k);                             \
 		return;
 		PAIRS(S)
 #undef S
@@ -688,12 +688,12 @@ static void gather(float *y, const float *M, size_t n, size_t h, size_t w, size_
                    const struct k_wino_class *k) {
 	int lv = level();
 	switch (k->my * 10 + k->mx) {
-#define G(a, b)                                                                       \
-	case a##b:                                                                        \
-		if (O % 16 == 0 && lv >= 3)                                                   \
+#define G(a, b)                                                                                                   \
+	case a##b:                                                                                                    \
+		if (O % 16 == 0 && lv >= 3)                                                                               \
 			(add ? AT_LEVEL(out_rows##a##b##_add, lv) : AT_LEVEL(out_rows##a##b, lv))(y, M, n, h, w, O, sink, k); \
-		else                                                                          \
-			out_ptrs##a##b(y, M, n, h, w, O, sink, k, add);                           \
+		else                                                                                                      \
+			out_ptrs##a##b(y, M, n, h, w, O, sink, k, add);                                                       \
 		return;
 		PAIRS(G)
 #undef G
@@ -795,8 +795,8 @@ MUL_BLOCK(1, 1)
 // the *_v4 ones, and the *_v3 ones (plain C off x86). At level 0 the
 // products go to OpenBLAS.
 #ifdef X86_LEVELS
-V4 static void mul_v4(float *M, size_t ldm, const float *V, size_t ldv,
-                                                               const float *U, size_t T, size_t C, size_t O, size_t P) {
+V4 static void mul_v4(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t T, size_t C,
+                      size_t O, size_t P) {
 	BY_SHAPE(MUL_ROWS(12))
 }
 #endif
@@ -886,8 +886,8 @@ DW_BLOCK(4, 1)
 	}
 
 #ifdef X86_LEVELS
-V4 static void dw_v4(float *D, const float *Mt, size_t lm, const float *V,
-                                                              size_t lv, size_t T, size_t C, size_t O, size_t P) {
+V4 static void dw_v4(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C,
+                     size_t O, size_t P) {
 	if (C == 16)
 		DW_ROWS(16, 1)
 	else
