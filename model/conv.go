@@ -87,6 +87,14 @@ func (c *Conv2D) few() bool {
 	return winograd && winoTile == 0 && c.k == 3 && c.stride == 1 && c.pad == 1 && c.inC <= 3 && c.outC%16 == 0
 }
 
+// strided reports whether this convolution runs directly
+// (conv_direct.c): stride 2 and up, multiples of 16 channels in and out,
+// on a CPU with AVX-512, under --conv winograd (as few); im2col and
+// OpenBLAS otherwise.
+func (c *Conv2D) strided() bool {
+	return winograd && c.stride > 1 && C.k_direct_ok(C.size_t(c.inC), C.size_t(c.outC), C.size_t(c.k)) != 0
+}
+
 // winoTile, when not 0, is the m every Winograd convolution uses (the
 // tests and benchmarks set it).
 var winoTile = 0
@@ -168,7 +176,7 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 	need(n*c.OutSize(), y)
 	need(n*c.InSize(), x)
 	m := c.wino()
-	if m == 0 || c.few() {
+	if (m == 0 || c.few()) && !c.strided() {
 		c.permute() // Winograd's pass copies W into wt as it transforms it
 	}
 	beta := float32(0)
@@ -185,6 +193,10 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 	useBLAS()
 	if c.few() {
 		C.k_few_forward(c.shape(n), f32(y), f32(x), f32(c.wt), C.float(beta))
+		return
+	}
+	if c.strided() {
+		C.k_direct_forward(c.shape(n), f32(y), f32(x), f32(c.W.Of(c.p.Data)), C.float(beta))
 		return
 	}
 	if m != 0 {
@@ -211,6 +223,8 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 	dw := c.W.Of(c.p.Grad)
 	if c.few() {
 		C.k_few_dw(s, f32(dw), f32(dy), f32(x))
+	} else if c.strided() {
+		C.k_direct_dw(s, f32(dw), f32(dy), f32(x))
 	} else if m := c.wino(); m != 0 {
 		C.k_wino_dw(s, f32(dw), f32(c.dwt), f32(dy), f32(x), C.int(m))
 	} else {
@@ -228,6 +242,10 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 		return
 	}
 	need(n*c.InSize(), dx)
+	if c.strided() {
+		C.k_direct_dx(s, f32(dx), f32(dy), f32(c.W.Of(c.p.Data)))
+		return
+	}
 	if m := c.wino(); m != 0 {
 		// dx is the forward convolution of dy with the kernel rotated and
 		// the channels swapped, padding 1 again.

@@ -9,15 +9,17 @@ import (
 )
 
 // BenchmarkConvStrided times ResNet-20's convolutions that are not 3x3
-// stride 1 (im2col and OpenBLAS: the stride-2 3x3 ones and the stride-2
-// 1x1 projections), 64 images, one thread, forward and backward (input
-// and weight gradients) apart: the per-layer peers of
+// stride 1 (the stride-2 3x3 ones and the stride-2 1x1 projections), 64
+// images, one thread, forward and backward (input and weight gradients)
+// apart, through im2col and OpenBLAS and directly (conv_direct.c, where
+// the CPU has AVX-512; --conv winograd's choice): the per-layer peers of
 // scripts/bench/torch_layers.py's rows of the same names, which `train
-// bench step --passes` lumps into its t_conv_* rows.
+// bench step --passes` lumps into its t_conv_* and t_direct_* rows.
 func BenchmarkConvStrided(b *testing.B) {
 	if _, err := openblas.Load("", 1); err != nil {
 		b.Fatal(err)
 	}
+	defer UseWinograd(winograd)
 	for _, sh := range []struct {
 		name              string
 		c, o, h, k, s, pd int
@@ -34,18 +36,30 @@ func BenchmarkConvStrided(b *testing.B) {
 		dx, dy := make([]float32, n*conv.InSize()), normals(rand.New(rand.NewPCG(5, 6)), n*conv.OutSize())
 		oh := (sh.h+2*sh.pd-sh.k)/sh.s + 1
 		flop := float64(2 * n * oh * oh * sh.o * sh.c * sh.k * sh.k)
-		b.Run(fmt.Sprintf("%s/fwd", sh.name), func(b *testing.B) {
-			for b.Loop() {
+		for _, direct := range []bool{false, true} {
+			UseWinograd(direct)
+			path := "im2col"
+			if direct {
+				if !conv.strided() {
+					continue
+				}
+				path = "direct"
+			}
+			b.Run(fmt.Sprintf("%s/%s/fwd", sh.name, path), func(b *testing.B) {
+				UseWinograd(direct)
+				for b.Loop() {
+					conv.Forward(y, x, n)
+				}
+				b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+			b.Run(fmt.Sprintf("%s/%s/bwd", sh.name, path), func(b *testing.B) {
+				UseWinograd(direct)
 				conv.Forward(y, x, n)
-			}
-			b.ReportMetric(flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
-		b.Run(fmt.Sprintf("%s/bwd", sh.name), func(b *testing.B) {
-			conv.Forward(y, x, n)
-			for b.Loop() {
-				conv.Backward(dx, dy, x, y, n)
-			}
-			b.ReportMetric(2*flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
+				for b.Loop() {
+					conv.Backward(dx, dy, x, y, n)
+				}
+				b.ReportMetric(2*flop*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 	}
 }

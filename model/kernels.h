@@ -135,3 +135,12 @@ void k_few_forward_part(float *y, const float *x, const float *wt, size_t n, siz
 void k_few_dw_part(float *dwt, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O);
 void k_few_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);
 void k_few_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x);
+// Strided convolutions of multiples of 16 channels, directly on AVX-512
+// (conv_direct.c; the passes in par.c).
+int k_direct_ok(size_t c, size_t o, size_t k);
+void k_direct_forward_part(float *y, const float *x, const float *wk, const struct k_conv_shape *s, size_t n, int add);
+void k_direct_dx_part(float *dx, const float *dy, const float *wd, const struct k_conv_shape *s, size_t n);
+void k_direct_dw_part(float *part, const float *x, const float *dy, const struct k_conv_shape *s, size_t n);
+void k_direct_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float beta);
+void k_direct_dx(const struct k_conv_shape *s, float *dx, const float *dy, const float *w);
+void k_direct_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x);

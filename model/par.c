@@ -1507,3 +1507,93 @@ void k_conv_dx(const struct k_conv_shape *s, float *dx, const float *dy, const f
 	cv.u = k_conv_part(s->n, P * K);
 	run((s->n + cv.u - 1) / cv.u, t_conv_dx, &cv);
 }
+
+// ---- strided convolutions of multiples of 16 channels, directly
+// (conv_direct.c) ----
+
+// dperm holds the weight permuted for the forward (k, k, c, o) or the
+// input gradient (k, k, o, c), made on the caller's thread before the
+// pass (at most a few hundred KB, against the pass's MFLOPs).
+static struct kept dperm;
+
+static float *direct_weights(const struct k_conv_shape *s, const float *w, int grad) {
+	size_t kk = s->k * s->k, C = s->c, O = s->o;
+	float *d = keep(&dperm, kk * C * O * sizeof(float));
+	for (size_t o = 0; o < O; o++)
+		for (size_t c = 0; c < C; c++)
+			for (size_t t = 0; t < kk; t++) {
+				float v = w[(o * C + c) * kk + t];
+				if (grad)
+					d[(t * O + o) * C + c] = v;
+				else
+					d[(t * C + c) * O + o] = v;
+			}
+	return d;
+}
+
+// direct_part is the images of a part: its x and dy (or y) within CHUNK.
+static size_t direct_part(const struct k_conv_shape *s) {
+	return k_conv_part(s->n, s->h * s->w * s->c + s->oh * s->ow * s->o);
+}
+
+static void t_direct_fwd(void *p, size_t lo, size_t hi, int w) {
+	struct conv *cv = p;
+	const struct k_conv_shape *s = cv->s;
+	size_t in = s->h * s->w * s->c, out = s->oh * s->ow * s->o;
+	(void)w;
+	for (size_t i = lo; i < hi; i++) {
+		IMAGES(cv, i, b0, b1);
+		k_direct_forward_part(cv->y + b0 * out, cv->x + b0 * in, cv->w, s, b1 - b0, cv->beta != 0);
+	}
+}
+
+// k_direct_forward: y (n, oh, ow, o) = x (n, h, w, c) convolved with w
+// (o, c, k, k), PyTorch's layout, added to y when beta is 1.
+void k_direct_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float beta) {
+	struct conv cv = {.s = s, .x = x, .w = direct_weights(s, w, 0), .y = y, .beta = beta};
+	cv.u = direct_part(s);
+	run((s->n + cv.u - 1) / cv.u, t_direct_fwd, &cv);
+}
+
+static void t_direct_dx(void *p, size_t lo, size_t hi, int w) {
+	struct conv *cv = p;
+	const struct k_conv_shape *s = cv->s;
+	size_t in = s->h * s->w * s->c, out = s->oh * s->ow * s->o;
+	(void)w;
+	for (size_t i = lo; i < hi; i++) {
+		IMAGES(cv, i, b0, b1);
+		k_direct_dx_part(cv->dx + b0 * in, cv->dy + b0 * out, cv->w, s, b1 - b0);
+	}
+}
+
+// k_direct_dx sets dx (n, h, w, c) to the input gradient from dy (n, oh,
+// ow, o) and w (o, c, k, k).
+void k_direct_dx(const struct k_conv_shape *s, float *dx, const float *dy, const float *w) {
+	struct conv cv = {.s = s, .dy = dy, .dx = dx, .w = direct_weights(s, w, 1)};
+	cv.u = direct_part(s);
+	run((s->n + cv.u - 1) / cv.u, t_direct_dx, &cv);
+}
+
+static void t_direct_dw(void *p, size_t lo, size_t hi, int w) {
+	struct conv *cv = p;
+	const struct k_conv_shape *s = cv->s;
+	size_t in = s->h * s->w * s->c, out = s->oh * s->ow * s->o, OK = s->o * s->k * s->k * s->c;
+	(void)w;
+	for (size_t i = lo; i < hi; i++) {
+		IMAGES(cv, i, b0, b1);
+		k_direct_dw_part(cv->parts + i * OK, cv->x + b0 * in, cv->dy + b0 * out, s, b1 - b0);
+	}
+}
+
+// k_direct_dw adds to dw (o, c, k, k) the weight gradient over the
+// batch: each part's sums, then their sum in part order.
+void k_direct_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x) {
+	size_t OK = s->o * s->k * s->k * s->c;
+	struct conv cv = {.s = s, .x = x, .dy = dy};
+	cv.u = direct_part(s);
+	size_t units = (s->n + cv.u - 1) / cv.u;
+	cv.parts = partials(units * OK * sizeof(float));
+	run(units, t_direct_dw, &cv);
+	sum_first(cv.parts, units, OK);
+	add_weights(dw, cv.parts, 0, s->o, s->c, s->k * s->k);
+}

@@ -153,26 +153,34 @@ func winoLevels(t *testing.T) []int {
 	return levels
 }
 
-// directGrads are the convolution's input and weight gradients (3x3,
-// stride 1, padding 1) by their definitions in float64: dx[b, y, x, c] =
-// sum of dy[b, y-i+1, x-j+1, o] w[o, c, i, j], dw[o, c, i, j] = sum of
-// dy[b, y, x, o] x[b, y+i-1, x+j-1, c].
+// directGrads are the 3x3, stride-1, padding-1 convolution's input and
+// weight gradients (convGrads).
 func directGrads(x, w, dy []float32, n, h, wd, c, o int) (dx, dw []float64) {
-	dx, dw = make([]float64, n*h*wd*c), make([]float64, o*c*9)
+	return convGrads(x, w, dy, n, h, wd, c, o, 3, 1, 1)
+}
+
+// convGrads are a k x k convolution's input and weight gradients by
+// their definitions in float64: with (iy, ix) = (y*stride+i-pad,
+// x*stride+j-pad) inside the image, dx[b, iy, ix, c] = sum of dy[b, y,
+// x, o] w[o, c, i, j] and dw[o, c, i, j] = sum of dy[b, y, x, o] x[b,
+// iy, ix, c].
+func convGrads(x, w, dy []float32, n, h, wd, c, o, k, stride, pad int) (dx, dw []float64) {
+	oh, ow := (h+2*pad-k)/stride+1, (wd+2*pad-k)/stride+1
+	dx, dw = make([]float64, n*h*wd*c), make([]float64, o*c*k*k)
 	for b := range n {
-		for y := range h {
-			for xx := range wd {
+		for y := range oh {
+			for xx := range ow {
 				for oc := range o {
-					g := float64(dy[((b*h+y)*wd+xx)*o+oc])
-					for i := range 3 {
-						for j := range 3 {
-							iy, ix := y+i-1, xx+j-1
+					g := float64(dy[((b*oh+y)*ow+xx)*o+oc])
+					for i := range k {
+						for j := range k {
+							iy, ix := y*stride+i-pad, xx*stride+j-pad
 							if iy < 0 || iy >= h || ix < 0 || ix >= wd {
 								continue
 							}
 							for ch := range c {
-								dx[((b*h+iy)*wd+ix)*c+ch] += g * float64(w[((oc*c+ch)*3+i)*3+j])
-								dw[((oc*c+ch)*3+i)*3+j] += g * float64(x[((b*h+iy)*wd+ix)*c+ch])
+								dx[((b*h+iy)*wd+ix)*c+ch] += g * float64(w[((oc*c+ch)*k+i)*k+j])
+								dw[((oc*c+ch)*k+i)*k+j] += g * float64(x[((b*h+iy)*wd+ix)*c+ch])
 							}
 						}
 					}
