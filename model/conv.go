@@ -15,12 +15,17 @@ import (
 // inW, inC), y is (n, outH, outW, outC). The weight keeps PyTorch's layout
 // (outC, inC, k, k) so checkpoints load into PyTorch.
 //
-// It is im2col + GEMM. Each row of the im2col matrix is one output pixel's
-// receptive field ordered (ki, kj, c), so it is built from contiguous
-// copies of inC values out of the NHWC input, and the GEMM writes y in
-// NHWC directly. The weight is permuted to (outC, k, k, inC) for it on
-// each call (it is small); its gradient comes back the same way. A 1x1
-// stride-1 unpadded convolution uses x itself as the im2col matrix.
+// A layer's products take one of the paths of conv_path.go, chosen by its
+// shape, the CPU and --conv. The general one is im2col + GEMM: each row
+// of the im2col matrix is one output pixel's receptive field ordered (ki,
+// kj, c), so it is built from contiguous copies of inC values out of the
+// NHWC input, and the GEMM writes y in NHWC directly. The weight is
+// permuted to (outC, k, k, inC) for it on each call (it is small); its
+// gradient comes back the same way. A 1x1 stride-1 unpadded convolution
+// uses x itself as the im2col matrix. Under --conv winograd, 3x3
+// stride-1 layers run as Winograd's minimal filtering (winograd.c),
+// stems directly (conv_few.c), and strided layers directly on AVX-512
+// (conv_direct.c).
 type Conv2D struct {
 	p                *Params
 	W, B             Tensor
@@ -85,14 +90,6 @@ func (c *Conv2D) wino() int {
 // stays Winograd's.
 func (c *Conv2D) few() bool {
 	return winograd && winoTile == 0 && c.k == 3 && c.stride == 1 && c.pad == 1 && c.inC <= 3 && c.outC%16 == 0
-}
-
-// strided reports whether this convolution runs directly
-// (conv_direct.c): stride 2 and up, multiples of 16 channels in and out,
-// on a CPU with AVX-512, under --conv winograd (as few); im2col and
-// OpenBLAS otherwise.
-func (c *Conv2D) strided() bool {
-	return winograd && c.stride > 1 && C.k_direct_ok(C.size_t(c.inC), C.size_t(c.outC), C.size_t(c.k)) != 0
 }
 
 // winoTile, when not 0, is the m every Winograd convolution uses (the
@@ -169,20 +166,16 @@ func (c *Conv2D) shape(n int) *C.struct_k_conv_shape {
 	return &C.struct_k_conv_shape{n: z(n), c: z(c.inC), h: z(c.inH), w: z(c.inW), o: z(c.outC), oh: z(c.outH), ow: z(c.outW), k: z(c.k), stride: z(c.stride), pad: z(c.pad)}
 }
 
-// Forward: y (n, outH, outW, outC) = conv(x (n, inH, inW, inC)): im2col
-// and one SGEMM per part of the batch, across the rank's threads (par.c).
+// Forward: y (n, outH, outW, outC) = conv(x (n, inH, inW, inC)) plus
+// the bias, through the layer's path (conv_path.go), across the rank's
+// threads (par.c).
 func (c *Conv2D) Forward(y, x []float32, n int) {
-	P := c.outH * c.outW
 	need(n*c.OutSize(), y)
 	need(n*c.InSize(), x)
-	m := c.wino()
-	if (m == 0 || c.few()) && !c.strided() {
-		c.permute() // Winograd's pass copies W into wt as it transforms it
-	}
 	beta := float32(0)
 	if c.bias {
 		b := c.B.Of(c.p.Data)
-		for r := range n * P {
+		for r := range n * c.outH * c.outW {
 			copy(y[r*c.outC:(r+1)*c.outC], b)
 		}
 		beta = 1
@@ -191,24 +184,12 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 		return
 	}
 	useBLAS()
-	if c.few() {
-		C.k_few_forward(c.shape(n), f32(y), f32(x), f32(c.wt), C.float(beta))
-		return
-	}
-	if c.strided() {
-		C.k_direct_forward(c.shape(n), f32(y), f32(x), f32(c.W.Of(c.p.Data)), C.float(beta))
-		return
-	}
-	if m != 0 {
-		C.k_wino_forward(c.shape(n), f32(y), f32(x), f32(c.W.Of(c.p.Data)), f32(c.wt), 0, C.float(beta), C.int(m))
-		return
-	}
-	C.k_conv_forward(c.shape(n), f32(y), f32(x), f32(c.wt), C.float(beta))
+	c.path().forward(c, y, x, n, beta)
 }
 
-// Backward: dW += dy^T cols (permuted back; each part of the batch's
-// product, summed in part order), db += column sums of dy, and unless dx
-// is nil, dx = col2im(dy W).
+// Backward: dW += the weight gradient (each part of the batch's sums,
+// added in part order), db += column sums of dy, and unless dx is nil,
+// dx = the input gradient.
 func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 	rows := n * c.outH * c.outW
 	need(n*c.OutSize(), dy)
@@ -217,19 +198,8 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 		return
 	}
 	useBLAS()
-	s := c.shape(n)
-	// Each adds its gradient into dw, permuted to PyTorch's layout (par.c's
-	// add_weights; Winograd's across the threads, in its last pass).
-	dw := c.W.Of(c.p.Grad)
-	if c.few() {
-		C.k_few_dw(s, f32(dw), f32(dy), f32(x))
-	} else if c.strided() {
-		C.k_direct_dw(s, f32(dw), f32(dy), f32(x))
-	} else if m := c.wino(); m != 0 {
-		C.k_wino_dw(s, f32(dw), f32(c.dwt), f32(dy), f32(x), C.int(m))
-	} else {
-		C.k_conv_dw(s, f32(dw), f32(dy), f32(x))
-	}
+	p := c.path()
+	p.weightGrad(c, c.W.Of(c.p.Grad), dy, x, n)
 	if c.bias {
 		db := c.B.Of(c.p.Grad)
 		for r := range rows {
@@ -242,27 +212,7 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 		return
 	}
 	need(n*c.InSize(), dx)
-	if c.strided() {
-		C.k_direct_dx(s, f32(dx), f32(dy), f32(c.W.Of(c.p.Data)))
-		return
-	}
-	if m := c.wino(); m != 0 {
-		// dx is the forward convolution of dy with the kernel rotated and
-		// the channels swapped, padding 1 again.
-		t := *s
-		t.c, t.o = s.o, s.c
-		C.k_wino_forward(&t, f32(dx), f32(dy), nil, f32(c.wt), 1, 0, C.int(m))
-		return
-	}
-	var wflip *C.float
-	if c.stride == 1 && !c.direct() {
-		if c.wflip == nil { // made on first use: Winograd layers never need it
-			c.wflip = make([]float32, len(c.wt))
-		}
-		c.flip()
-		wflip = f32(c.wflip)
-	}
-	C.k_conv_dx(s, f32(dx), f32(dy), f32(c.wt), wflip)
+	p.inputGrad(c, dx, dy, n)
 }
 
 // flip sets wflip for a stride-1 convolution's dx, the forward
