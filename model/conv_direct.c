@@ -144,13 +144,20 @@ INL void forward(int V, float *y, const float *x, const float *wk, const struct 
 			out[r] = y + (p0 + r) * O;
 			long iy0 = (long)(oy * s->stride) - (long)s->pad, ix0 = (long)(ox * s->stride) - (long)s->pad;
 			const float *img = x + b * s->h * s->w * C;
-			for (size_t i = 0; i < k; i++)
-				for (size_t j = 0; j < k; j++) {
-					long iy = iy0 + (long)i, ix = ix0 + (long)j;
-					in[r * kk + i * k + j] = iy < 0 || iy >= (long)s->h || ix < 0 || ix >= (long)s->w
-					                             ? zeros
-					                             : img + ((size_t)iy * s->w + (size_t)ix) * C;
-				}
+			const float **q = in + r * kk;
+			if (iy0 >= 0 && ix0 >= 0 && iy0 + (long)k <= (long)s->h && ix0 + (long)k <= (long)s->w) {
+				// The whole window inside the image (most pixels): no tests.
+				const float *row = img + ((size_t)iy0 * s->w + (size_t)ix0) * C;
+				for (size_t i = 0; i < k; i++, row += s->w * C)
+					for (size_t j = 0; j < k; j++) *q++ = row + j * C;
+			} else
+				for (size_t i = 0; i < k; i++)
+					for (size_t j = 0; j < k; j++) {
+						long iy = iy0 + (long)i, ix = ix0 + (long)j;
+						*q++ = iy < 0 || iy >= (long)s->h || ix < 0 || ix >= (long)s->w
+						           ? zeros
+						           : img + ((size_t)iy * s->w + (size_t)ix) * C;
+					}
 			if (++ox == s->ow) {
 				ox = 0;
 				if (++oy == s->oh) oy = 0, b++;
