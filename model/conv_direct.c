@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "vec.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define V4 __attribute__((target("arch=x86-64-v4")))
@@ -43,12 +44,6 @@
 #define V4
 #define HAVE_V4 0
 #endif
-
-typedef float vf __attribute__((vector_size(64)));
-typedef float vfu __attribute__((vector_size(64), aligned(4)));
-#define LD(p) (*(const vfu *)(p))
-#define ST(p, v) (*(vfu *)(p) = (v))
-#define INL static inline __attribute__((always_inline))
 
 // ZMAX: the most channels a zero pixel stands for (the pointer to a tap
 // outside the image); wider layers keep im2col.

@@ -11,18 +11,13 @@
 #include <stddef.h>
 
 #include "kernels.h"
+#include "vec.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define VEC __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define VEC
 #endif
-
-typedef float vf __attribute__((vector_size(64)));
-typedef float vfu __attribute__((vector_size(64), aligned(4)));
-#define LD(p) (*(const vfu *)(p))
-#define ST(p, v) (*(vfu *)(p) = (v))
-#define INL static inline __attribute__((always_inline))
 
 // forward writes (or adds to, when add) outputs [o0, o0+16) of images
 // [0, n) of y (n, h, w, O) from x (n, h, w, C) and wv, the 9*C weight

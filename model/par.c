@@ -1253,6 +1253,20 @@ static void add_weights(float *dw, const float *g, size_t o0, size_t o1, size_t 
 	}
 }
 
+// dw_by_parts runs fn over the batch's parts of cv->u images, each
+// setting its o x (k, k, c) sums at cv->parts + part * o*k*k*c, and adds
+// their sum in part order to dw (o, c, k, k): a weight gradient's bits
+// depend on the parts, which the batch and the shape fix, never on the
+// threads (im2col's, the stem's and the direct path's).
+static void dw_by_parts(struct conv *cv, float *dw, task_fn fn) {
+	const struct k_conv_shape *s = cv->s;
+	size_t kk = s->k * s->k, OK = s->o * kk * s->c, units = (s->n + cv->u - 1) / cv->u;
+	cv->parts = partials(units * OK * sizeof(float));
+	run(units, fn, cv);
+	sum_first(cv->parts, units, OK);
+	add_weights(dw, cv->parts, 0, s->o, s->c, kk);
+}
+
 // k_permute_weights copies outputs [o0, o1) of a weight w (o, c, k*k),
 // PyTorch's layout, into wt (o, k*k, c), the passes' layout:
 // add_weights' way back (Conv2D.permute's, and a small Winograd layer's
@@ -1394,14 +1408,9 @@ static void t_few_dw(void *p, size_t lo, size_t hi, int w) {
 // k_few_dw adds to dw (o, c, 3, 3) k_few_forward's weight gradient: each
 // part's sums, then their sum in part order.
 void k_few_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x) {
-	size_t K = 9 * s->c * s->o;
 	struct conv cv = {.s = s, .x = x, .dy = dy};
 	cv.u = k_conv_part(s->n, s->h * s->w * (s->c + s->o));
-	size_t units = (s->n + cv.u - 1) / cv.u;
-	cv.parts = partials(units * K * sizeof(float));
-	run(units, t_few_dw, &cv);
-	sum_first(cv.parts, units, K);
-	add_weights(dw, cv.parts, 0, s->o, s->c, 9);
+	dw_by_parts(&cv, dw, t_few_dw);
 }
 
 static void t_conv_dw(void *p, size_t lo, size_t hi, int w) {
@@ -1418,14 +1427,10 @@ static void t_conv_dw(void *p, size_t lo, size_t hi, int w) {
 // k_conv_dw adds to dw (o, c, k, k) dy^T im2col(x) over the batch: each
 // part's product, then their sum in part order.
 void k_conv_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x) {
-	size_t P = s->oh * s->ow, K = s->k * s->k * s->c, OK = s->o * K;
+	size_t P = s->oh * s->ow, K = s->k * s->k * s->c;
 	struct conv cv = {.s = s, .x = x, .dy = dy};
 	cv.u = direct(s) ? (s->n + MAXPARTS - 1) / MAXPARTS : k_conv_part(s->n, P * K);
-	size_t units = (s->n + cv.u - 1) / cv.u;
-	cv.parts = partials(units * OK * sizeof(float));
-	run(units, t_conv_dw, &cv);
-	sum_first(cv.parts, units, OK);
-	add_weights(dw, cv.parts, 0, s->o, s->c, s->k * s->k);
+	dw_by_parts(&cv, dw, t_conv_dw);
 }
 
 // col2im adds dcols (n*oh*ow, k*k*c) into dx (n, h, w, c), the inverse
@@ -1588,12 +1593,7 @@ static void t_direct_dw(void *p, size_t lo, size_t hi, int w) {
 // k_direct_dw adds to dw (o, c, k, k) the weight gradient over the
 // batch: each part's sums, then their sum in part order.
 void k_direct_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x) {
-	size_t OK = s->o * s->k * s->k * s->c;
 	struct conv cv = {.s = s, .x = x, .dy = dy};
 	cv.u = direct_part(s);
-	size_t units = (s->n + cv.u - 1) / cv.u;
-	cv.parts = partials(units * OK * sizeof(float));
-	run(units, t_direct_dw, &cv);
-	sum_first(cv.parts, units, OK);
-	add_weights(dw, cv.parts, 0, s->o, s->c, s->k * s->k);
+	dw_by_parts(&cv, dw, t_direct_dw);
 }

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "vec.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define X86_LEVELS 1
@@ -77,9 +78,8 @@ int k_wino_level(int cap) {
 	return cpu;
 }
 
-// INL bodies take m as a constant from their callers, so each m gets its
-// own fully unrolled copy.
-#define INL static inline __attribute__((always_inline))
+// INL bodies (vec.h) take m as a constant from their callers, so each m
+// gets its own fully unrolled copy.
 #define AMAX 6
 // UNROLL unrolls a loop over a tile's rows or columns completely, which the
 // vectoriser needs before it can vectorise the loop over channels around it.
@@ -495,11 +495,6 @@ INL void output(int my, int mx, float *y, const float *M, size_t n, size_t h, si
 // Explicit vectors of 16, not the compiler's vectorisation of a loop
 // over channels: the same row-pointer loops over float channels took 70
 // ns a tile for the output.
-
-typedef float vf __attribute__((vector_size(64)));
-typedef float vfu __attribute__((vector_size(64), aligned(4))); // for unaligned access
-#define LD(p) (*(const vfu *)(p))
-#define ST(p, v) (*(vfu *)(p) = (v))
 
 // wino_neg1 is the row paths' neg (see BT), read once a call: volatile,
 // so that the compiler cannot fold the multiplications by it away.
