@@ -49,7 +49,9 @@
 // outside the image); wider layers keep im2col.
 #define ZMAX 2048
 static const float zeros[ZMAX] __attribute__((aligned(64)));
-static float sink[ZMAX] __attribute__((aligned(64))); // stores of a block's pixels past the part's end
+// A block's pixels past the part's end store into a sink of ZMAX floats
+// on the caller's stack (a shared static one would be written by every
+// thread at once).
 // KKMAX: the most taps (k*k) a kernel has here.
 #define KKMAX 64
 // UNROLL: the loops over a block's pixels and vectors unroll completely,
@@ -86,13 +88,13 @@ static size_t vecs(size_t ch) {
 // (zeros outside the image) times wk's rows (t, c), each O floats.
 INL void fwd_block(int R, int V, float *const *out, const float *const *in, size_t kk, const float *wk, size_t C,
                    size_t O, size_t o0, int add) {
-	vf acc[12][4];
+	vf acc[8][4];
 	UNROLL
 	for (int r = 0; r < R; r++)
 		UNROLL
 		for (int v = 0; v < V; v++) acc[r][v] = add ? LD(out[r] + o0 + 16 * v) : (vf){0};
 	for (size_t t = 0; t < kk; t++) {
-		const float *p[12];
+		const float *p[8];
 		UNROLL
 		for (int r = 0; r < R; r++) p[r] = in[r * kk + t];
 		const float *wr = wk + t * C * O + o0;
@@ -116,17 +118,18 @@ INL void fwd_block(int R, int V, float *const *out, const float *const *in, size
 }
 
 // FR is the pixels a forward or input-gradient block holds for V vectors
-// of channels: 12 to 24 accumulators.
+// of channels: 8 to 24 accumulators, and at most 8 pixel pointers (with
+// 12, GCC kept some on the stack and reloaded one per multiply-add).
 #define FR(V) ((V) == 1 ? 8 : (V) == 2 ? 8 : 6)
 
 // forward runs the blocks of images [0, n): pixels in order, each
 // block's tap pointers made first.
 INL void forward(int V, float *y, const float *x, const float *wk, const struct k_conv_shape *s, size_t n, int add) {
-	enum { RM = 12 };
+	enum { RM = 8 }; // FR's largest
 	const int R = FR(V);
 	size_t k = s->k, kk = k * k, C = s->c, O = s->o, P = n * s->oh * s->ow;
 	const float *in[RM * KKMAX];
-	float *out[RM];
+	float *out[RM], sink[ZMAX] __attribute__((aligned(64)));
 	size_t b = 0, oy = 0, ox = 0;
 	for (size_t p0 = 0; p0 < P; p0 += R) {
 		UNROLL
@@ -183,7 +186,7 @@ V4 void k_direct_forward_part(float *y, const float *x, const float *wk, const s
 // it) times wd's row (i, j, o), C floats.
 INL void dx_class(int V, float *dx, const float *dy, const float *wd, const struct k_conv_shape *s, size_t n, size_t py,
                   size_t px) {
-	enum { RM = 12 };
+	enum { RM = 8 }; // FR's largest
 	const int R = FR(V);
 	size_t k = s->k, st = s->stride, C = s->c, O = s->o, pad = s->pad;
 	// The class's taps, and the offsets from the class pixel (cy, cx)
@@ -206,7 +209,7 @@ INL void dx_class(int V, float *dx, const float *dy, const float *wd, const stru
 		return;
 	}
 	const float *in[RM * KKMAX];
-	float *out[RM];
+	float *out[RM], sink[ZMAX] __attribute__((aligned(64)));
 	size_t b = 0, cy = 0, cx = 0; // the class's pixel (py + st cy, px + st cx) of image b
 	for (size_t p0 = 0; p0 < P; p0 += R) {
 		UNROLL
@@ -231,13 +234,13 @@ INL void dx_class(int V, float *dx, const float *dy, const float *wd, const stru
 			}
 		}
 		for (size_t c0 = 0; c0 < C; c0 += 16 * (size_t)V) {
-			vf acc[12][4];
+			vf acc[8][4];
 			UNROLL
 			for (int r = 0; r < R; r++)
 				UNROLL
 				for (int v = 0; v < V; v++) acc[r][v] = (vf){0};
 			for (size_t t = 0; t < nt; t++) {
-				const float *p[12];
+				const float *p[8];
 				UNROLL
 				for (int r = 0; r < R; r++) p[r] = in[r * nt + t];
 				const float *wr = wd + (ti[t] * k + tj[t]) * O * C + c0;
