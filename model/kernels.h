@@ -101,10 +101,12 @@ size_t k_wino_points(const struct k_wino_plan *p);
 #define WINO_BLOCK 16
 void k_wino_weights(float *U, const float *w, float *wt, size_t o, size_t c, int flip, const struct k_wino_plan *p,
                     size_t p0, size_t p1);
+int k_wino_own_mul(size_t C, size_t O);
 void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t T, size_t C, size_t O,
                 size_t P);
+int k_wino_own_dw(size_t C, size_t O);
 void k_wino_dw_mul(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C, size_t O,
-                   size_t P);
+                   size_t P, int add);
 int k_wino_level(int cap);
 void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
                  float *work, const struct k_wino_plan *p);
@@ -120,7 +122,7 @@ void k_wino_gather(float *y, const float *M, size_t n, size_t h, size_t w, size_
 void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float *wt, int flip,
                     float beta, int m);
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
-                    float *work, const struct k_wino_plan *p);
+                    float *work, const struct k_wino_plan *p, size_t sub);
 void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, const struct k_wino_plan *p, size_t p0,
                          size_t p1);
 void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float *dy, const float *x, int m);

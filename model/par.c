@@ -882,6 +882,9 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 // tens of MB streamed through DRAM twice (measured on ResNet-20: see
 // docs/BENCHMARKS.md); and a batch is cut into at most MAXPARTS parts.
 #define CHUNK (1 << 20)
+// WINO_CHUNK: the most bytes of transformed values (V and M) a Winograd
+// forward part holds, where its products are winograd.c's (wino_part).
+#define WINO_CHUNK (CHUNK / 2)
 
 size_t k_conv_part(size_t n, size_t per_image) {
 	size_t u = CHUNK / (4 * per_image);
@@ -978,12 +981,30 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 
 // wino_part is the images per part of a Winograd pass: in cache where
 // that leaves the part's products at least 128 tiles as rows, else
-// enough images for 128 (or the batch), for the products' efficiency
-// where an image has few tiles.
-static size_t wino_part(const struct k_conv_shape *s, const struct k_wino_plan *p) {
+// enough images for 128 (or the batch), for OpenBLAS's efficiency where
+// an image has few tiles.
+//
+// A forward (or input gradient) whose products take winograd.c's own
+// kernels (k_wino_own_mul), which go 12 tiles at a time whatever the
+// count, has no use for 128 rows: its parts hold at most WINO_CHUNK of
+// transformed values, so that V and M stay in the core's L2 beside the
+// part's x, y and kernels. At CHUNK, a part of ResNet-20's 28x28x16
+// layers was 4 images, 900 KB of V and M in a 1 MiB L2, and the input
+// transform (in_rows44) ran at DRAM speed: 13% of a one-thread step in
+// `perf record`, against 17% for all the products. The weight
+// gradient's parts stay as they were: each part adds a partial sum of
+// the kernels' gradient, and more of them cost their sum what the cache
+// saved (measured below).
+static size_t wino_part(const struct k_conv_shape *s, const struct k_wino_plan *p, int fwd) {
+	size_t per = k_wino_work_floats(1, s->w, s->c, s->o, p);
+	if (fwd && k_wino_own_mul(s->c, s->o)) {
+		size_t u = WINO_CHUNK / (4 * per), most = (s->n + MAXPARTS - 1) / MAXPARTS;
+		if (u > most) u = most;
+		return u ? u : 1;
+	}
 	size_t tiles = 0;
 	for (int i = 0; i < p->n; i++) tiles += p->c[i].ny * p->c[i].nx;
-	size_t u = k_conv_part(s->n, k_wino_work_floats(1, s->w, s->c, s->o, p));
+	size_t u = k_conv_part(s->n, per);
 	if (u * tiles < 128) u = (128 + tiles - 1) / tiles;
 	return u < s->n ? u : s->n;
 }
@@ -1072,7 +1093,7 @@ static void t_wide_mul(void *p, size_t lo, size_t hi, int w) {
 		const float *V = d->V + r0 * a2 * C + j * C;
 		float *M = d->M + r0 * a2 * O + j * O;
 		if (d->dy)
-			k_wino_dw_mul(d->dU + part * d->K + j * C * O, M, a2 * O, V, a2 * C, T, C, O, 1);
+			k_wino_dw_mul(d->dU + part * d->K + j * C * O, M, a2 * O, V, a2 * C, T, C, O, 1, 0);
 		else
 			k_wino_mul(M, a2 * O, V, a2 * C, d->U + j * C * O, T, C, O, 1);
 	}
@@ -1309,7 +1330,7 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
 	size_t nu = k_wino_points(&plan) * s->c * s->o;
 	struct conv cv = {.s = s, .x = x, .y = y, .beta = beta, .plan = &plan};
-	cv.u = wino_part(s, &plan);
+	cv.u = wino_part(s, &plan, 1);
 	size_t parts = (s->n + cv.u - 1) / cv.u;
 	if (nthreads > 1 && !wide(parts) && nu <= OWN_KERNELS) {
 		cv.u_floats = (nu + 15) & ~(size_t)15; // each thread's on its own cache lines
@@ -1335,15 +1356,25 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	run(parts, t_wino, &cv);
 }
 
+// wino_dw_sub is the images a weight gradient's part transforms at a
+// time: as many as a forward part holds where the sums are winograd.c's
+// own (the same bits whatever the step: k_wino_dw_part), else all of
+// them.
+static size_t wino_dw_sub(const struct k_conv_shape *s, const struct k_wino_plan *p, size_t u) {
+	if (!k_wino_own_dw(s->c, s->o)) return u;
+	size_t sub = WINO_CHUNK / (4 * k_wino_work_floats(1, s->w, s->c, s->o, p));
+	return sub < 1 ? 1 : sub < u ? sub : u;
+}
+
 static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 	struct conv *cv = p;
 	const struct k_conv_shape *s = cv->s;
-	size_t in = s->h * s->w * s->c, out = s->h * s->w * s->o;
+	size_t in = s->h * s->w * s->c, out = s->h * s->w * s->o, sub = wino_dw_sub(s, cv->plan, cv->u);
+	float *work = scratch(w, k_wino_work_floats(sub, s->w, s->c, s->o, cv->plan));
 	for (size_t i = lo; i < hi; i++) {
 		IMAGES(cv, i, b0, b1);
-		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->w, s->c, s->o, cv->plan));
 		k_wino_dw_part(cv->parts + i * k_wino_points(cv->plan) * s->c * s->o, cv->x + b0 * in, cv->dy + b0 * out,
-		               b1 - b0, s->h, s->w, s->c, s->o, work, cv->plan);
+		               b1 - b0, s->h, s->w, s->c, s->o, work, cv->plan, sub);
 	}
 }
 
@@ -1357,7 +1388,7 @@ void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float 
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
 	size_t K = k_wino_points(&plan) * s->c * s->o;
 	struct conv cv = {.s = s, .x = x, .dy = dy, .plan = &plan};
-	cv.u = wino_part(s, &plan);
+	cv.u = wino_part(s, &plan, 0);
 	size_t units = (s->n + cv.u - 1) / cv.u;
 	cv.parts = partials(units * K * sizeof(float));
 	if (wide(units)) {

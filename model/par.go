@@ -81,7 +81,7 @@ func poolCheck(passes, units int, seed uint32) int {
 }
 
 // winoMul and winoDWMul run winograd.c's products for a test: P points'
-// m = v u (k_wino_mul) and d = mt^T v (k_wino_dw_mul), T tiles whose rows
+// m = v u (k_wino_mul) and d = mt^T v (k_wino_dw_mul; added to d when add), T tiles whose rows
 // of v and m (mt) are ldv and ldm floats apart, point j's at j*c (v) and
 // j*o (m).
 func winoMul(m []float32, ldm int, v []float32, ldv int, u []float32, t, c, o, p int) {
@@ -89,10 +89,18 @@ func winoMul(m []float32, ldm int, v []float32, ldv int, u []float32, t, c, o, p
 		C.size_t(p))
 }
 
-func winoDWMul(d, mt []float32, ldm int, v []float32, ldv, t, c, o, p int) {
+func winoDWMul(d, mt []float32, ldm int, v []float32, ldv, t, c, o, p int, add bool) {
+	a := C.int(0)
+	if add {
+		a = 1
+	}
 	C.k_wino_dw_mul(f32(d), f32(mt), C.size_t(ldm), f32(v), C.size_t(ldv), C.size_t(t), C.size_t(c), C.size_t(o),
-		C.size_t(p))
+		C.size_t(p), a)
 }
+
+// winoOwnDW reports whether winoDWMul's c x o sums are winograd.c's own
+// (k_wino_own_dw), whose adding calls continue one call's chains.
+func winoOwnDW(c, o int) bool { return C.k_wino_own_dw(C.size_t(c), C.size_t(o)) != 0 }
 
 // winoLevel caps winograd.c's code level at most (4 AVX-512, 3 AVX2, 0
 // the x86-64 baseline: pointer transforms and OpenBLAS's products; 4 is

@@ -119,7 +119,7 @@ func TestSimulatedSameBits(t *testing.T) {
 	defer UseWinograd(winograd)
 	defer SetThreads(1)
 	defer SimulateThreads(0)
-	run := convAtThreads(t, [6]int{4, 64, 7, 7, 64, 64}, 5)
+	run := convAtThreads(t, [6]int{4, 8, 7, 7, 64, 64}, 5)
 	y1, dx1, dw1 := run(1)
 	before := wideRuns()
 	if err := SimulateThreads(16); err != nil {

@@ -814,6 +814,11 @@ V3 static void mul_v3(float *M, size_t ldm, const float *V, size_t ldv, const fl
 // KiB) slower.
 #define MUL_ALL (64 * 1024)
 
+// k_wino_own_mul reports whether k_wino_mul multiplies C x O kernels
+// with its own kernels above, which take the tiles 12 (or 4) at a time
+// whatever their count, rather than OpenBLAS's.
+int k_wino_own_mul(size_t C, size_t O) { return level() >= 3 && O % 16 == 0 && C * O <= MUL_MOST; }
+
 // k_wino_mul sets P points' products: M_j = V_j U_j, T rows each, point
 // j's rows at j*O into M's (ldm apart) and j*C into V's (ldv apart), U_j
 // C x O at j*C*O.
@@ -823,14 +828,13 @@ void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U
 		for (size_t j = 0; j < P; j++) k_wino_mul(M + j * O, ldm, V + j * C, ldv, U + j * C * O, T, C, O, 1);
 		return;
 	}
-	int lv = level();
-	if (lv < 3 || O % 16 != 0 || C * O > MUL_MOST) {
+	if (!k_wino_own_mul(C, O)) {
 		for (size_t j = 0; j < P; j++)
 			k_sgemm1(0, 0, T, O, C, 1, V + j * C, ldv, U + j * C * O, O, 0, M + j * O, ldm);
 		return;
 	}
 #ifdef X86_LEVELS
-	if (lv == 4) {
+	if (level() == 4) {
 		mul_v4(M, ldm, V, ldv, U, T, C, O, P);
 		return;
 	}
@@ -844,9 +848,10 @@ void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U
 // zero, as OpenBLAS's kernels sum them.
 #define DW_BLOCK(OB, NB)                                                                                   \
 	INL void dw_##OB##_##NB(float *D, size_t ldd, const float *Mt, size_t lm, const float *V, size_t lv,   \
-	                        size_t T) {                                                                    \
+	                        size_t T, int add) {                                                           \
 		vf acc[OB][NB];                                                                                    \
-		UNROLL16 for (int a = 0; a < OB; a++) UNROLL16 for (int b = 0; b < NB; b++) acc[a][b] = (vf){0};   \
+		UNROLL16 for (int a = 0; a < OB; a++) UNROLL16 for (int b = 0; b < NB; b++)                        \
+			acc[a][b] = add ? LD(D + a * ldd + 16 * b) : (vf){0};                                          \
 		for (size_t t = 0; t < T; t++, Mt += lm, V += lv) {                                                \
 			vf x[NB];                                                                                      \
 			UNROLL16 for (int b = 0; b < NB; b++) x[b] = LD(V + 16 * b);                                   \
@@ -875,14 +880,14 @@ DW_BLOCK(4, 1)
 		for (size_t o = 0; o < O; o += OB) {                                                               \
 			size_t c = 0;                                                                                  \
 			if (NB == 2)                                                                                   \
-				for (; c + 32 <= C; c += 32) dw_##OB##_##NB(d + o * C + c, C, mt + o, lm, v + c, lv, T);   \
-			for (; c < C; c += 16) dw_##OB##_1(d + o * C + c, C, mt + o, lm, v + c, lv, T);                \
+				for (; c + 32 <= C; c += 32) dw_##OB##_##NB(d + o * C + c, C, mt + o, lm, v + c, lv, T, add); \
+			for (; c < C; c += 16) dw_##OB##_1(d + o * C + c, C, mt + o, lm, v + c, lv, T, add);          \
 		}                                                                                                  \
 	}
 
 #ifdef X86_LEVELS
 V4 static void dw_v4(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C,
-                     size_t O, size_t P) {
+                     size_t O, size_t P, int add) {
 	if (C == 16)
 		DW_ROWS(16, 1)
 	else
@@ -890,27 +895,35 @@ V4 static void dw_v4(float *D, const float *Mt, size_t lm, const float *V, size_
 }
 #endif
 V3 static void dw_v3(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C,
-                        size_t O, size_t P) {
+                        size_t O, size_t P, int add) {
 	DW_ROWS(4, 1)
 }
 
-// k_wino_dw_mul sets D (P products of O x C) to Mt_j^T V_j: Mt T rows of
-// O, lm apart, V T rows of C, lv apart, point j's at j*O and j*C.
+// k_wino_own_dw reports whether k_wino_dw_mul multiplies with its own
+// kernels above: one FMA chain per sum, from zero or from D's value, so
+// that the tiles can come in several calls and still give the bits of
+// one.
+int k_wino_own_dw(size_t C, size_t O) { return level() >= 3 && O % 16 == 0 && C % 16 == 0 && C * O <= MUL_MOST; }
+
+// k_wino_dw_mul sets D (P products of O x C) to Mt_j^T V_j, or adds them
+// to it when add: Mt T rows of O, lm apart, V T rows of C, lv apart,
+// point j's at j*O and j*C. Where k_wino_own_dw, adding continues each
+// sum's chain, the same bits as one call over all the tiles; OpenBLAS's
+// sums (beta 1) round differently.
 void k_wino_dw_mul(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C, size_t O,
-                   size_t P) {
-	int at = level();
-	if (at < 3 || O % 16 != 0 || C % 16 != 0 || C * O > MUL_MOST) {
+                   size_t P, int add) {
+	if (!k_wino_own_dw(C, O)) {
 		for (size_t j = 0; j < P; j++)
-			k_sgemm1(1, 0, O, C, T, 1, Mt + j * O, lm, V + j * C, lv, 0, D + j * C * O, C);
+			k_sgemm1(1, 0, O, C, T, 1, Mt + j * O, lm, V + j * C, lv, add ? 1 : 0, D + j * C * O, C);
 		return;
 	}
 #ifdef X86_LEVELS
-	if (at == 4) {
-		dw_v4(D, Mt, lm, V, lv, T, C, O, P);
+	if (level() == 4) {
+		dw_v4(D, Mt, lm, V, lv, T, C, O, P, add);
 		return;
 	}
 #endif
-	dw_v3(D, Mt, lm, V, lv, T, C, O, P);
+	dw_v3(D, Mt, lm, V, lv, T, C, O, P, add);
 }
 
 // k_wino_conv is one part of a convolution: y (n, h, w, O) = x (n, h, w,
@@ -966,18 +979,23 @@ void k_wino_gather(float *y, const float *M, size_t n, size_t h, size_t w, size_
 
 // k_wino_dw_part sets dU (k_wino_points rows of O x C, class by class) to
 // one part's sum over its tiles of dM_k^T V_k, for x (n, h, w, C) and dy
-// (n, h, w, O); work holds k_wino_work_floats(n, w, C, O, p) floats.
+// (n, h, w, O), transforming sub images at a time (sub < n only where
+// k_wino_own_dw: the same bits as all n at once, in less cache); work
+// holds k_wino_work_floats(sub, w, C, O, p) floats.
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
-                    float *work, const struct k_wino_plan *p) {
-	size_t rows = most(p) * n;
+                    float *work, const struct k_wino_plan *p, size_t sub) {
+	size_t rows = most(p) * sub;
 	float *V = work, *M = V + rows * C, *zero = M + rows * O;
 	memset(zero, 0, w * (C > O ? C : O) * sizeof(float));
 	for (int i = 0; i < p->n; i++) {
 		const struct k_wino_class *k = &p->c[i];
-		size_t T = n * k->ny * k->nx, a2 = aa(k);
-		spread(0, V, x, n, h, w, C, zero, k);
-		spread(1, M, dy, n, h, w, O, zero, k);
-		k_wino_dw_mul(dU, M, a2 * O, V, a2 * C, T, C, O, a2);
+		size_t a2 = aa(k);
+		for (size_t b = 0; b < n; b += sub) {
+			size_t nb = n - b < sub ? n - b : sub;
+			spread(0, V, x + b * h * w * C, nb, h, w, C, zero, k);
+			spread(1, M, dy + b * h * w * O, nb, h, w, O, zero, k);
+			k_wino_dw_mul(dU, M, a2 * O, V, a2 * C, nb * k->ny * k->nx, C, O, a2, b > 0);
+		}
 		dU += a2 * C * O;
 	}
 }

@@ -372,16 +372,17 @@ func TestConvFew(t *testing.T) {
 
 // TestWinogradWide: a Winograd pass with fewer parts than threads runs as
 // three finer passes (par.c's wide path), and its output, input gradient
-// and weight gradient are the bits of the fused path at one thread. At 64
-// images, ResNet-20's 7x7x64 layers are 2 parts and its 14x14x32 ones 8
-// (F(4x4) and F(2) tiles mixed), so 16 threads take the wide path there;
-// the odd shapes have one part of several images, with tiles cut by the
-// border, and pointer-table transforms (5 and 21 channels).
+// and weight gradient are the bits of the fused path at one thread. At 8
+// images (64 over 8 ranks), ResNet-20's 7x7x64 and 14x14x32 layers (F(4x4)
+// and F(2) tiles mixed) are 8 forward parts of an image and one weight
+// gradient part, so 16 threads take the wide path for all three; the odd
+// shapes have one part of several images, with tiles cut by the border,
+// and pointer-table transforms (5 and 21 channels).
 func TestWinogradWide(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
 	defer SetThreads(1)
-	for _, sh := range [][6]int{{4, 64, 7, 7, 64, 64}, {4, 64, 14, 14, 32, 32}, {4, 6, 9, 7, 16, 21}, {2, 5, 13, 18, 5, 16}, {4, 3, 28, 28, 16, 16}} {
+	for _, sh := range [][6]int{{4, 8, 7, 7, 64, 64}, {4, 8, 14, 14, 32, 32}, {4, 6, 9, 7, 16, 21}, {2, 5, 13, 18, 5, 16}, {4, 3, 28, 28, 16, 16}} {
 		run := convAtThreads(t, sh, 9)
 		y1, dx1, dw1 := run(1)
 		before := wideRuns()
@@ -457,7 +458,9 @@ func firstDiff(a, b []float32) int {
 // a pair of vectors (48), the shapes past MUL_MOST that go to OpenBLAS,
 // all of a tile's points at once (block by block of tiles, where they
 // fit MUL_ALL) and one, at each of winograd.c's code levels the CPU has
-// (winoLevels). Values outside the points asked for must stay as they were.
+// (winoLevels). Values outside the points asked for must stay as they were,
+// and M^T V over the tiles in two calls, the second adding, must be one
+// call's.
 func TestWinogradProducts(t *testing.T) {
 	if _, err := openblas.Load("", 1); err != nil {
 		t.Fatal(err)
@@ -504,7 +507,7 @@ func TestWinogradProducts(t *testing.T) {
 						for i := range d {
 							d[i] = sentinel
 						}
-						winoDWMul(d, mt, a2*o, v, a2*c, tiles, c, o, p)
+						winoDWMul(d, mt, a2*o, v, a2*c, tiles, c, o, p, false)
 						want, got = want[:0], got[:0]
 						for j := range p {
 							for oo := range o {
@@ -523,6 +526,23 @@ func TestWinogradProducts(t *testing.T) {
 						for i := p * c * o; i < len(d); i++ {
 							if d[i] != sentinel {
 								t.Fatalf("%s: d[%d] past the points written", name, i)
+							}
+						}
+						// The tiles in two calls, the second adding to the
+						// first's sums: winograd.c's own sums must give the
+						// one call's bits (k_wino_dw_part's chunks rely on
+						// it), OpenBLAS's the same sums within rounding.
+						if tiles > 1 {
+							h := tiles / 2
+							d2 := make([]float32, p*c*o)
+							winoDWMul(d2, mt, a2*o, v, a2*c, h, c, o, p, false)
+							winoDWMul(d2, mt[h*a2*o:], a2*o, v[h*a2*c:], a2*c, tiles-h, c, o, p, true)
+							if winoOwnDW(c, o) {
+								if i := firstDiff(d[:p*c*o], d2); i >= 0 {
+									t.Errorf("%s: M^T V in two calls: d[%d] %v, one call %v", name, i, d2[i], d[i])
+								}
+							} else if err := near.Check(want, widen(d2), 1e-5); err != nil {
+								t.Errorf("%s: M^T V in two calls: %v", name, err)
 							}
 						}
 					}
