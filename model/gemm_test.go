@@ -169,3 +169,83 @@ func widen(x []float32) []float64 {
 	}
 	return y
 }
+
+// TestPlainGemm holds the C code's own product (gemm_ref, what a process
+// without OpenBLAS trains on) to its definition summed in float64, in the
+// four transpositions, with alpha 1 and -0.5 and beta 0, 1 and 0.5, on
+// shapes with strides wider than the matrices.
+func TestPlainGemm(t *testing.T) {
+	defer SetThreads(1)
+	SetThreads(1)
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, sh := range [][3]int{{1, 1, 1}, {5, 7, 3}, {33, 17, 65}, {64, 48, 40}} {
+		m, n, k := sh[0], sh[1], sh[2]
+		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
+			ta, tb := tr[0], tr[1]
+			lda, ldb, ldc := k+3, n+2, n+1
+			if ta {
+				lda = m + 3
+			}
+			if tb {
+				ldb = k + 2
+			}
+			rows := func(tr bool, r, c int) int { // rows of the stored matrix
+				if tr {
+					return c
+				}
+				return r
+			}
+			a, b := make([]float32, rows(ta, m, k)*lda), make([]float32, rows(tb, k, n)*ldb)
+			for i := range a {
+				a[i] = rng.Float32() - 0.5
+			}
+			for i := range b {
+				b[i] = rng.Float32() - 0.5
+			}
+			at := func(i, p int) float64 {
+				if ta {
+					return float64(a[p*lda+i])
+				}
+				return float64(a[i*lda+p])
+			}
+			bt := func(p, j int) float64 {
+				if tb {
+					return float64(b[j*ldb+p])
+				}
+				return float64(b[p*ldb+j])
+			}
+			for _, ab := range [][2]float32{{1, 0}, {1, 1}, {-0.5, 0.5}} {
+				alpha, beta := ab[0], ab[1]
+				c := make([]float32, m*ldc)
+				for i := range c {
+					c[i] = float32(i%5) - 2
+				}
+				want, got := []float64{}, []float64{}
+				for i := range m {
+					for j := range n {
+						var s float64
+						for p := range k {
+							s += at(i, p) * bt(p, j)
+						}
+						want = append(want, float64(alpha)*s+float64(beta)*float64(c[i*ldc+j]))
+					}
+				}
+				before := append([]float32(nil), c...)
+				withPlainGemm(func() { sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) })
+				for i := range m {
+					for j := range n {
+						got = append(got, float64(c[i*ldc+j]))
+					}
+					for j := n; j < ldc; j++ {
+						if c[i*ldc+j] != before[i*ldc+j] {
+							t.Fatalf("%dx%dx%d ta=%v tb=%v: c[%d][%d] past the row written", m, n, k, ta, tb, i, j)
+						}
+					}
+				}
+				if err := near.Check(want, got, 1e-5); err != nil {
+					t.Errorf("%dx%dx%d ta=%v tb=%v alpha=%v beta=%v: %v", m, n, k, ta, tb, alpha, beta, err)
+				}
+			}
+		}
+	}
+}

@@ -63,6 +63,14 @@ func useBLAS() {
 	}
 }
 
+// withPlainGemm runs f with the C code's own loop (gemm_ref) in place of
+// OpenBLAS, as in a process without it (a test's).
+func withPlainGemm(f func()) {
+	C.k_set_sgemm(nil)
+	defer C.k_set_sgemm(blasIn)
+	f()
+}
+
 // buffersMisaligned is how many of the pool's buffers do not start on a
 // cache line (par.c's lines: why they must).
 func buffersMisaligned() int { return int(C.k_buffers_misaligned()) }
