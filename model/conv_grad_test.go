@@ -256,8 +256,8 @@ func reluPattern(m *Model, n int) string {
 // leaves the curvature of the last stage's 16-value BatchNorms out of it.
 // Parameters without a kink-free step are skipped; the test logs how many
 // were checked and requires half of them. OpenBLAS does the products:
-// the plain C loops (gemm_ref) took 82% of the test's 22 s, and are held
-// to their definition by TestSgemm's tests.
+// the plain C loops (gemm_ref) took 82% of the test's 22 s, and
+// TestPlainGemm holds them to their definition.
 func TestResNetGrad(t *testing.T) {
 	if _, err := openblas.Load("", 1); err != nil {
 		t.Fatal(err)

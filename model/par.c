@@ -990,11 +990,13 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 // transformed values, so that V and M stay in the core's L2 beside the
 // part's x, y and kernels. At CHUNK, a part of ResNet-20's 28x28x16
 // layers was 4 images, 900 KB of V and M in a 1 MiB L2, and the input
-// transform (in_rows44) ran at DRAM speed: 13% of a one-thread step in
-// `perf record`, against 17% for all the products. The weight
-// gradient's parts stay as they were: each part adds a partial sum of
-// the kernels' gradient, and more of them cost their sum what the cache
-// saved (measured below).
+// transform (in_rows44) was 13% of a one-thread step in `perf record`,
+// against 17% for all the products; at 512 KiB the Winograd forward
+// passes took a tenth less (README, "Winograd's parts sized for L2").
+// The weight gradient's parts stay as they were: each part adds a
+// partial sum of the kernels' gradient, and cut as finely, their sum
+// cost what the cache saved; it transforms its part in pieces instead
+// (wino_dw_sub).
 static size_t wino_part(const struct k_conv_shape *s, const struct k_wino_plan *p, int fwd) {
 	size_t per = k_wino_work_floats(1, s->w, s->c, s->o, p);
 	if (fwd && k_wino_own_mul(s->c, s->o)) {
