@@ -16,10 +16,12 @@ type BasicBlock struct {
 	bn1, bn2, scBN       *BatchNorm2d
 	in, out              int // values per sample
 	// Activations kept from Forward for Backward; the rest is the model's
-	// scratch. b1 is relu(bn1(c1)): the ReLU is fused into bn1.
-	c1, b1, c2, s1 []float32
-	mode           *Mode
-	batch          int
+	// scratch. relu(bn1(c1)) is bc's: the ReLU is fused into bn1, and bn1
+	// into conv2's reading of c1 where conv2 runs Winograd's transforms.
+	c1, c2, s1 []float32
+	bc         bnConv // bn1 and conv2
+	mode       *Mode
+	batch      int
 }
 
 // NewBasicBlock builds a block from (h, w, inC) to (h/stride, w/stride,
@@ -37,6 +39,7 @@ func newBasicBlock(p *Params, mode *Mode, prefix string, inC, h, w, outC, stride
 	b.bn1 = NewBatchNorm2d(p, mode, prefix+".bn1", outC, oh, ow).WithReLU()
 	b.conv2 = NewConv2D(p, prefix+".conv2", outC, oh, ow, outC, 3, 1, 1, false)
 	b.bn2 = NewBatchNorm2d(p, mode, prefix+".bn2", outC, oh, ow)
+	b.bc = bnConv{bn: b.bn1, conv: b.conv2}
 	if stride != 1 || inC != outC {
 		b.scConv = NewConv2D(p, prefix+"."+sc+".0", inC, h, w, outC, 1, stride, 0, false)
 		b.scBN = NewBatchNorm2d(p, mode, prefix+"."+sc+".1", outC, oh, ow)
@@ -62,7 +65,7 @@ func (b *BasicBlock) ensure(n int) {
 	}
 	b.batch = n
 	o := n * b.out
-	b.c1, b.b1, b.c2 = make([]float32, o), make([]float32, o), make([]float32, o)
+	b.c1, b.c2 = make([]float32, o), make([]float32, o)
 	if b.scConv != nil {
 		b.s1 = make([]float32, o)
 	}
@@ -72,8 +75,7 @@ func (b *BasicBlock) ensure(n int) {
 func (b *BasicBlock) Forward(y, x []float32, n int) {
 	b.ensure(n)
 	b.conv1.Forward(b.c1, x, n)
-	b.bn1.Forward(b.b1, b.c1, n)
-	b.conv2.Forward(b.c2, b.b1, n)
+	b.bc.Forward(b.c2, b.c1, n)
 	if b.scConv != nil {
 		b.scConv.Forward(b.s1, x, n)
 		b.bn2.Join(y, b.c2, b.scBN, b.s1, n)
@@ -90,9 +92,9 @@ func (b *BasicBlock) Backward(dx, dy, x, y []float32, n int) {
 	t1, t2 := s.get(slotT1, o), s.get(slotT2, o)
 	reluMask(g, dy, y, o)
 	// Residual branch, last layer first.
-	b.bn2.Backward(t1, g, b.c2, nil, n)     // t1 = d c2 (no ReLU: no output needed)
-	b.conv2.Backward(t2, t1, b.b1, b.c2, n) // t2 = d b1
-	b.bn1.Backward(t1, t2, b.c1, b.b1, n)   // t1 = d c1 (ReLU mask inside)
+	b.bn2.Backward(t1, g, b.c2, nil, n)  // t1 = d c2 (no ReLU: no output needed)
+	b.bc.convBackward(t2, t1, b.c1, n)   // t2 = d relu(bn1(c1))
+	b.bn1.Backward(t1, t2, b.c1, nil, n) // t1 = d c1 (ReLU mask inside)
 	// Shortcut (t2 is free again: its scratch).
 	var dxs []float32
 	if b.scConv != nil {

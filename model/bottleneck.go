@@ -16,11 +16,13 @@ type Bottleneck struct {
 	conv1, conv2, conv3, scConv *Conv2D
 	bn1, bn2, bn3, scBN         *BatchNorm2d
 	in, mid1, mid2, out         int // values per sample: input, after conv1, after conv2, output
-	// Activations kept from Forward for Backward (b1 and b2 with their
-	// ReLU fused into the BatchNorm); the rest is the model's scratch.
-	c1, b1, c2, b2, c3, s1 []float32
-	mode                   *Mode
-	batch                  int
+	// Activations kept from Forward for Backward (b2 with its ReLU fused
+	// into the BatchNorm, and relu(bn1(c1)) bc's: see bnConv); the rest is
+	// the model's scratch.
+	c1, c2, b2, c3, s1 []float32
+	bc                 bnConv // bn1 and conv2
+	mode               *Mode
+	batch              int
 }
 
 // Expansion is the Bottleneck's output channels per width.
@@ -36,6 +38,7 @@ func NewBottleneck(p *Params, mode *Mode, prefix string, inC, h, w, width, strid
 	b.conv2 = NewConv2D(p, prefix+".conv2", width, h, w, width, 3, stride, 1, false)
 	oh, ow := b.conv2.outH, b.conv2.outW
 	b.bn2 = NewBatchNorm2d(p, mode, prefix+".bn2", width, oh, ow).WithReLU()
+	b.bc = bnConv{bn: b.bn1, conv: b.conv2}
 	b.conv3 = NewConv2D(p, prefix+".conv3", width, oh, ow, out, 1, 1, 0, false)
 	b.bn3 = NewBatchNorm2d(p, mode, prefix+".bn3", out, oh, ow)
 	if stride != 1 || inC != out {
@@ -62,7 +65,7 @@ func (b *Bottleneck) ensure(n int) {
 		return
 	}
 	b.batch = n
-	b.c1, b.b1 = make([]float32, n*b.mid1), make([]float32, n*b.mid1)
+	b.c1 = make([]float32, n*b.mid1)
 	b.c2, b.b2 = make([]float32, n*b.mid2), make([]float32, n*b.mid2)
 	b.c3 = make([]float32, n*b.out)
 	if b.scConv != nil {
@@ -74,8 +77,7 @@ func (b *Bottleneck) ensure(n int) {
 func (b *Bottleneck) Forward(y, x []float32, n int) {
 	b.ensure(n)
 	b.conv1.Forward(b.c1, x, n)
-	b.bn1.Forward(b.b1, b.c1, n)
-	b.conv2.Forward(b.c2, b.b1, n)
+	b.bc.Forward(b.c2, b.c1, n)
 	b.bn2.Forward(b.b2, b.c2, n)
 	b.conv3.Forward(b.c3, b.b2, n)
 	if b.scConv != nil {
@@ -97,8 +99,8 @@ func (b *Bottleneck) Backward(dx, dy, x, y []float32, n int) {
 	b.bn3.Backward(t3, g, b.c3, nil, n)     // t3 = d c3 (no ReLU: no output needed)
 	b.conv3.Backward(u2, t3, b.b2, b.c3, n) // u2 = d b2
 	b.bn2.Backward(t2, u2, b.c2, b.b2, n)   // t2 = d c2 (ReLU mask inside)
-	b.conv2.Backward(u1, t2, b.b1, b.c2, n) // u1 = d b1
-	b.bn1.Backward(t1, u1, b.c1, b.b1, n)   // t1 = d c1 (ReLU mask inside)
+	b.bc.convBackward(u1, t2, b.c1, n)      // u1 = d relu(bn1(c1))
+	b.bn1.Backward(t1, u1, b.c1, nil, n)    // t1 = d c1 (ReLU mask inside)
 	var sg, dxs []float32
 	if b.scConv != nil {
 		sg, dxs = s.get(slotShortG, o), s.get(slotShortDx, n*b.in)
@@ -110,7 +112,7 @@ func (b *Bottleneck) init(rng *rand.Rand)        { initAll(b.parts(), rng) }
 func (b *Bottleneck) flops() (fwd, dw, dx int64) { return flopsOf(b.parts()) }
 
 func (b *Bottleneck) heldBytes() int {
-	return floats(b.c1, b.b1, b.c2, b.b2, b.c3, b.s1)
+	return floats(b.c1, b.c2, b.b2, b.c3, b.s1) + b.bc.heldBytes()
 }
 
 // spec is a "bottleneck" (the GPU path has no such layer yet, and says so).

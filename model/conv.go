@@ -169,7 +169,12 @@ func (c *Conv2D) shape(n int) *C.struct_k_conv_shape {
 // Forward: y (n, outH, outW, outC) = conv(x (n, inH, inW, inC)) plus
 // the bias, through the layer's path (conv_path.go), across the rank's
 // threads (par.c).
-func (c *Conv2D) Forward(y, x []float32, n int) {
+func (c *Conv2D) Forward(y, x []float32, n int) { c.forward(y, x, n, nil) }
+
+// forward is Forward; pre, when not nil, is a BatchNorm and ReLU that
+// the layer's Winograd path applies to x as it reads it (bnconv.go, which
+// asks fusesInput first).
+func (c *Conv2D) forward(y, x []float32, n int, pre *normReLU) {
 	need(n*c.OutSize(), y)
 	need(n*c.InSize(), x)
 	beta := float32(0)
@@ -184,13 +189,27 @@ func (c *Conv2D) Forward(y, x []float32, n int) {
 		return
 	}
 	useBLAS()
+	if pre != nil {
+		c.path().(winoPath).forwardPre(c, y, x, n, beta, pre)
+		return
+	}
 	c.path().forward(c, y, x, n, beta)
+}
+
+// fusesInput reports whether forward can take a pre: a Winograd layer
+// whose input transform takes the row paths (k_wino_fuses).
+func (c *Conv2D) fusesInput() bool {
+	_, ok := c.path().(winoPath)
+	return ok && C.k_wino_fuses(C.size_t(c.inC)) != 0
 }
 
 // Backward: dW += the weight gradient (each part of the batch's sums,
 // added in part order), db += column sums of dy, and unless dx is nil,
 // dx = the input gradient.
-func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
+func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) { c.backward(dx, dy, x, n, nil) }
+
+// backward is Backward after a forward with pre.
+func (c *Conv2D) backward(dx, dy, x []float32, n int, pre *normReLU) {
 	rows := n * c.outH * c.outW
 	need(n*c.OutSize(), dy)
 	need(n*c.InSize(), x)
@@ -199,7 +218,11 @@ func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) {
 	}
 	useBLAS()
 	p := c.path()
-	p.weightGrad(c, c.W.Of(c.p.Grad), dy, x, n)
+	if pre != nil {
+		p.(winoPath).weightGradPre(c, c.W.Of(c.p.Grad), dy, x, n, pre)
+	} else {
+		p.weightGrad(c, c.W.Of(c.p.Grad), dy, x, n)
+	}
 	if c.bias {
 		db := c.B.Of(c.p.Grad)
 		for r := range rows {

@@ -230,7 +230,7 @@ func reluPattern(m *Model, n int) string {
 		case *ReLU:
 			add(m.acts[i+1][:n*l.OutSize()])
 		case *BasicBlock:
-			add(l.b1[:n*l.out])
+			add(l.bc.out[:n*l.out]) // unfused: the test runs without Winograd
 			add(m.acts[i+1][:n*l.out])
 		case *BatchNorm2d:
 			if l.relu {

@@ -68,11 +68,24 @@ func (im2colPath) inputGrad(c *Conv2D, dx, dy []float32, n int) {
 type winoPath struct{ m int }
 
 func (p winoPath) forward(c *Conv2D, y, x []float32, n int, beta float32) {
-	C.k_wino_forward(c.shape(n), f32(y), f32(x), f32(c.W.Of(c.p.Data)), f32(c.wt), 0, C.float(beta), C.int(p.m))
+	p.forwardPre(c, y, x, n, beta, nil)
 }
 
 func (p winoPath) weightGrad(c *Conv2D, dw, dy, x []float32, n int) {
-	C.k_wino_dw(c.shape(n), f32(dw), f32(c.dwt), f32(dy), f32(x), C.int(p.m))
+	p.weightGradPre(c, dw, dy, x, n, nil)
+}
+
+// forwardPre is forward with pre's BatchNorm and ReLU applied to x (none
+// when nil) by the input transform (bnconv.go).
+func (p winoPath) forwardPre(c *Conv2D, y, x []float32, n int, beta float32, pre *normReLU) {
+	m, s, b := pre.ptrs()
+	C.k_wino_forward(c.shape(n), f32(y), f32(x), f32(c.W.Of(c.p.Data)), f32(c.wt), 0, C.float(beta), C.int(p.m), m, s, b)
+}
+
+// weightGradPre is weightGrad whose forward was forwardPre with pre.
+func (p winoPath) weightGradPre(c *Conv2D, dw, dy, x []float32, n int, pre *normReLU) {
+	m, s, b := pre.ptrs()
+	C.k_wino_dw(c.shape(n), f32(dw), f32(c.dwt), f32(dy), f32(x), C.int(p.m), m, s, b)
 }
 
 // inputGrad: dx is the forward convolution of dy with the kernel rotated
@@ -80,7 +93,7 @@ func (p winoPath) weightGrad(c *Conv2D, dw, dy, x []float32, n int) {
 func (p winoPath) inputGrad(c *Conv2D, dx, dy []float32, n int) {
 	t := *c.shape(n)
 	t.c, t.o = t.o, t.c
-	C.k_wino_forward(&t, f32(dx), f32(dy), nil, f32(c.wt), 1, 0, C.int(p.m))
+	C.k_wino_forward(&t, f32(dx), f32(dy), nil, f32(c.wt), 1, 0, C.int(p.m), nil, nil, nil)
 }
 
 // fewPath: a stem of 1 to 3 channels in, forward and weight gradient

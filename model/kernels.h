@@ -108,24 +108,33 @@ int k_wino_own_dw(size_t C, size_t O);
 void k_wino_dw_mul(float *D, const float *Mt, size_t lm, const float *V, size_t lv, size_t T, size_t C, size_t O,
                    size_t P, int add);
 int k_wino_level(int cap);
+// k_pre is a BatchNorm's apply and its ReLU, done by the input transform
+// of the Winograd convolution that reads its output: that convolution's
+// input is max((x - mean) * scale + beta, 0) per channel of x, k_affine's
+// values, and the padding around it stays 0. Only where k_wino_fuses.
+struct k_pre {
+	const float *mean, *scale, *beta;
+};
+int k_wino_fuses(size_t C);
 void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
-                 float *work, const struct k_wino_plan *p);
+                 float *work, const struct k_wino_plan *p, const struct k_pre *pre);
 size_t k_wino_work_floats(size_t n, size_t w, size_t C, size_t O, const struct k_wino_plan *p);
 size_t k_wino_class_tiles(const struct k_wino_plan *p, int i);
 long k_wino_wide_runs(void);
 long k_wino_own_runs(void);
 size_t k_wino_class_points(const struct k_wino_plan *p, int i);
 void k_wino_spread(int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero,
-                   const struct k_wino_plan *p, int i);
+                   const struct k_wino_plan *p, int i, const struct k_pre *pre);
 void k_wino_gather(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink,
                    const struct k_wino_plan *p, int i);
 void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float *wt, int flip,
-                    float beta, int m);
+                    float beta, int m, const float *pmean, const float *pscale, const float *pbeta);
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
-                    float *work, const struct k_wino_plan *p, size_t sub);
+                    float *work, const struct k_wino_plan *p, size_t sub, const struct k_pre *pre);
 void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, const struct k_wino_plan *p, size_t p0,
                          size_t p1);
-void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float *dy, const float *x, int m);
+void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float *dy, const float *x, int m,
+               const float *pmean, const float *pscale, const float *pbeta);
 size_t k_conv_part(size_t n, size_t per_image);
 void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, const float *wt, float beta);
 void k_conv_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x);

@@ -910,6 +910,7 @@ struct conv {
 	size_t u_floats;
 	int flip;
 	char made[MAXT];
+	const struct k_pre *pre; // Winograd: the BatchNorm and ReLU its input transform applies to x
 };
 
 #define IMAGES(cv, i, b0, b1)                     \
@@ -975,7 +976,7 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 		IMAGES(cv, i, b0, b1);
 		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->w, s->c, s->o, cv->plan));
 		k_wino_conv(cv->y + b0 * out, cv->x + b0 * in, U, b1 - b0, s->h, s->w, s->c, s->o, cv->beta != 0, work,
-		            cv->plan);
+		            cv->plan, cv->pre);
 	}
 }
 
@@ -1067,6 +1068,7 @@ struct wd {
 	const float *x, *dy, *U, *zero; // U: the class's transformed kernels
 	float *y, *V, *M, *dU;          // dU: the class's rows in part 0's weight gradient
 	size_t K;                       // floats of one part's weight gradient
+	const struct k_pre *pre;        // the BatchNorm and ReLU x's transform applies
 };
 
 // t_wide_in transforms images [lo, hi): x into V, and, for the weight
@@ -1077,10 +1079,10 @@ static void t_wide_in(void *p, size_t lo, size_t hi, int w) {
 	size_t rows = d->tiles * d->a2;
 	(void)w;
 	k_wino_spread(0, d->V + lo * rows * d->C, d->x + lo * s->h * s->w * d->C, hi - lo, s->h, s->w, d->C, d->zero,
-	              d->plan, d->cls);
+	              d->plan, d->cls, d->pre);
 	if (d->dy)
 		k_wino_spread(1, d->M + lo * rows * d->O, d->dy + lo * s->h * s->w * d->O, hi - lo, s->h, s->w, d->O,
-		              d->zero, d->plan, d->cls);
+		              d->zero, d->plan, d->cls, NULL);
 }
 
 // t_wide_mul runs products [lo, hi), product q being point q % a2 of part
@@ -1326,12 +1328,15 @@ static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 // The transformed kernels (k_wino_weights) live only through the call,
 // in one buffer grown to the largest layer's, like partials: kept per
 // layer, F(4x4)'s came to 150 MB in ResNet-50.
+// pmean, pscale, pbeta, when pmean is not NULL: the input is x's
+// BatchNorm and ReLU (struct k_pre; a forward where k_wino_fuses(c)).
 void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float *wt, int flip,
-                    float beta, int m) {
+                    float beta, int m, const float *pmean, const float *pscale, const float *pbeta) {
 	struct k_wino_plan plan;
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
 	size_t nu = k_wino_points(&plan) * s->c * s->o;
-	struct conv cv = {.s = s, .x = x, .y = y, .beta = beta, .plan = &plan};
+	struct k_pre pre = {pmean, pscale, pbeta};
+	struct conv cv = {.s = s, .x = x, .y = y, .beta = beta, .plan = &plan, .pre = pmean ? &pre : NULL};
 	cv.u = wino_part(s, &plan, 1);
 	size_t parts = (s->n + cv.u - 1) / cv.u;
 	if (nthreads > 1 && !wide(parts) && nu <= OWN_KERNELS) {
@@ -1351,7 +1356,7 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	cv.w = u;
 	if (wide(parts)) {
 		struct wd d = {.s = s, .plan = &plan, .add = beta != 0, .C = s->c, .O = s->o, .u = cv.u, .parts = parts,
-		               .x = x, .U = u, .y = y};
+		               .x = x, .U = u, .y = y, .pre = cv.pre};
 		wide_passes(&d);
 		return;
 	}
@@ -1376,7 +1381,7 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 	for (size_t i = lo; i < hi; i++) {
 		IMAGES(cv, i, b0, b1);
 		k_wino_dw_part(cv->parts + i * k_wino_points(cv->plan) * s->c * s->o, cv->x + b0 * in, cv->dy + b0 * out,
-		               b1 - b0, s->h, s->w, s->c, s->o, work, cv->plan, sub);
+		               b1 - b0, s->h, s->w, s->c, s->o, work, cv->plan, sub, cv->pre);
 	}
 }
 
@@ -1384,18 +1389,21 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 // stride-1 padding-1 convolution through Winograd's transforms: each
 // part's (m+2)^2 products, summed in part order, then brought back into
 // dwt (o, 3, 3, c) by k_wino_weights_grad, and dwt added to dw, both in
-// that pass.
-void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float *dy, const float *x, int m) {
+// that pass. pmean, pscale, pbeta as in k_wino_forward: the forward's
+// input was x's BatchNorm and ReLU, which the transforms apply again.
+void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float *dy, const float *x, int m,
+               const float *pmean, const float *pscale, const float *pbeta) {
 	struct k_wino_plan plan;
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
 	size_t K = k_wino_points(&plan) * s->c * s->o;
-	struct conv cv = {.s = s, .x = x, .dy = dy, .plan = &plan};
+	struct k_pre pre = {pmean, pscale, pbeta};
+	struct conv cv = {.s = s, .x = x, .dy = dy, .plan = &plan, .pre = pmean ? &pre : NULL};
 	cv.u = wino_part(s, &plan, 0);
 	size_t units = (s->n + cv.u - 1) / cv.u;
 	cv.parts = partials(units * K * sizeof(float));
 	if (wide(units)) {
-		struct wd d = {
-		    .s = s, .plan = &plan, .C = s->c, .O = s->o, .u = cv.u, .parts = units, .x = x, .dy = dy, .dU = cv.parts, .K = K};
+		struct wd d = {.s = s, .plan = &plan, .C = s->c, .O = s->o, .u = cv.u, .parts = units, .x = x, .dy = dy,
+		               .dU = cv.parts, .K = K, .pre = cv.pre};
 		wide_passes(&d);
 	} else
 		run(units, t_wino_dw, &cv);

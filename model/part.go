@@ -255,4 +255,4 @@ func (b *GPTBlock) heldBytes() int {
 func (a *Attention) heldBytes() int  { return floats(a.qkv, a.dqkv, a.p, a.o, a.do) }
 func (l *LayerNorm) heldBytes() int  { return floats(l.mean, l.rstd) }
 func (l *MaxPool2d) heldBytes() int  { return 4 * len(l.arg) }
-func (b *BasicBlock) heldBytes() int { return floats(b.c1, b.b1, b.c2, b.s1) }
+func (b *BasicBlock) heldBytes() int { return floats(b.c1, b.c2, b.s1) + b.bc.heldBytes() }

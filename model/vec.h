@@ -6,6 +6,7 @@
 
 typedef float vf __attribute__((vector_size(64)));
 typedef float vfu __attribute__((vector_size(64), aligned(4))); // for unaligned access
+typedef int vi __attribute__((vector_size(64)));                   // masks: a comparison's lanes
 #define LD(p) (*(const vfu *)(p))
 #define ST(p, v) (*(vfu *)(p) = (v))
 // INL bodies inline into each caller (and each of its clones), where

@@ -500,9 +500,25 @@ INL void output(int my, int mx, float *y, const float *M, size_t n, size_t h, si
 // so that the compiler cannot fold the multiplications by it away.
 static volatile const float wino_neg1 = -1;
 
+// BN_RELU sets v, 16 channels of x, to k_affine's output under its ReLU
+// (the same expression, so the same FMA and the same bits), and to 0
+// where keep is. A macro: a function of vf values outside the clones
+// would change the ABI (-Wpsabi).
+#define BN_RELU(v, mean, scale, beta, keep)                   \
+	do {                                                      \
+		vf t_ = ((v) - (mean)) * (scale) + (beta);            \
+		(v) = (vf)((vi)t_ & (t_ > (vf){0}) & (keep));         \
+	} while (0)
+
 // spread_rows is spread_ptrs for C a multiple of 16; zrow is w*C zeros.
-INL void spread_rows(int my, int mx, int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C,
-                     const float *zrow, const struct k_wino_class *k) {
+// aff (the input transform only): the input is pre's BatchNorm and ReLU
+// of x, applied as each value is read; the padding rows and columns stay
+// 0. The convolution then reads the normalisation's input, which its
+// BatchNorm's backward reads anyway, and the normalised activation is
+// never written: one pass over it fewer each way, and one array fewer
+// (README, "BatchNorm fused into the next convolution").
+INL void spread_rows(int my, int mx, int grad, int aff, float *V, const float *x, size_t n, size_t h, size_t w,
+                     size_t C, const float *zrow, const struct k_pre *pre, const struct k_wino_class *k) {
 	size_t ay = my + 2, ax = mx + 2, ky = grad ? (size_t)my : ay, kx = grad ? (size_t)mx : ax;
 	long off = grad ? 0 : 1;
 	float *v = V;
@@ -510,10 +526,12 @@ INL void spread_rows(int my, int mx, int grad, float *V, const float *x, size_t 
 	for (size_t b = 0; b < n; b++)
 		for (size_t ty = 0; ty < k->ny; ty++) {
 			const float *row[AMAX];
+			vi keep[AMAX]; // aff: all ones where row i is inside the image
 			UNROLL
 			for (size_t i = 0; i < ky; i++) {
 				long y = (long)(k->y0 + my * ty + i) - off;
 				row[i] = y < 0 || y >= (long)h ? zrow : x + (b * h + (size_t)y) * w * C;
+				if (aff) keep[i] = (vi){0} - (row[i] != zrow);
 			}
 			// The next tile row's rows that this one does not read, which
 			// each tile prefetches above its own columns: a layer's input
@@ -540,7 +558,8 @@ INL void spread_rows(int my, int mx, int grad, float *V, const float *x, size_t 
 					for (size_t i = 0; i < nn; i++)
 						for (size_t c = 0; c < C; c += 16) __builtin_prefetch(next[i] + (x0 + (long)j) * (long)C + c);
 				for (size_t c = 0; c < C; c += 16) {
-					vf d[AMAX][AMAX];
+					vf d[AMAX][AMAX], pm = {0}, ps = {0}, pb = {0};
+					if (aff) pm = LD(pre->mean + c), ps = LD(pre->scale + c), pb = LD(pre->beta + c);
 					UNROLL
 					for (size_t j = 0; j < kx; j++) {
 						vf col[AMAX], r[AMAX];
@@ -550,7 +569,10 @@ INL void spread_rows(int my, int mx, int grad, float *V, const float *x, size_t 
 							continue;
 						}
 						UNROLL
-						for (size_t i = 0; i < ky; i++) col[i] = LD(row[i] + (x0 + (long)j) * (long)C + c);
+						for (size_t i = 0; i < ky; i++) {
+							col[i] = LD(row[i] + (x0 + (long)j) * (long)C + c);
+							if (aff) BN_RELU(col[i], pm, ps, pb, keep[i]);
+						}
 						if (grad)
 							AD(my, r, col);
 						else
@@ -669,9 +691,11 @@ INL void output_rows(int my, int mx, int add, float *y, const float *M, size_t n
 	float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *z, const struct k_wino_class *k
 #define OUT_ARGS \
 	float *y, const float *M, size_t n, size_t h, size_t w, size_t O, float *s, const struct k_wino_class *k
-#define CLONES(a, b)                                                                                 \
-	ROWS(in_rows##a##b, BY_COUNT(C, spread_rows(a, b, 0, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)     \
-	ROWS(dyt_rows##a##b, BY_COUNT(C, spread_rows(a, b, 1, V, x, n, h, w, C_, z, k)), SPREAD_ARGS)    \
+#define CLONES(a, b)                                                                                           \
+	ROWS(in_rows##a##b, BY_COUNT(C, spread_rows(a, b, 0, 0, V, x, n, h, w, C_, z, NULL, k)), SPREAD_ARGS)      \
+	ROWS(in_rows##a##b##_pre, BY_COUNT(C, spread_rows(a, b, 0, 1, V, x, n, h, w, C_, z, pre, k)), SPREAD_ARGS, \
+	     const struct k_pre *pre)                                                                              \
+	ROWS(dyt_rows##a##b, BY_COUNT(C, spread_rows(a, b, 1, 0, V, x, n, h, w, C_, z, NULL, k)), SPREAD_ARGS)     \
 	CLONE(in_ptrs##a##b, spread_ptrs(a, b, 0, V, x, n, h, w, C, z, k), SPREAD_ARGS)                  \
 	CLONE(dyt_ptrs##a##b, spread_ptrs(a, b, 1, V, x, n, h, w, C, z, k), SPREAD_ARGS)                 \
 	ROWS(out_rows##a##b, BY_COUNT(O, output_rows(a, b, 0, y, M, n, h, w, O_, s, k)), OUT_ARGS)       \
@@ -679,15 +703,23 @@ INL void output_rows(int my, int mx, int add, float *y, const float *M, size_t n
 	CLONE(out_ptrs##a##b, output(a, b, y, M, n, h, w, O, add, s, k), OUT_ARGS, int add)
 PAIRS(CLONES)
 
+// k_wino_fuses reports whether an input transform of C channels can
+// apply a k_pre: the row paths only.
+int k_wino_fuses(size_t C) { return C % 16 == 0 && level() >= 3; }
+
 // spread is spread_ptrs or spread_rows for class k: the input transform
-// (grad 0) or the output gradient's (grad 1).
+// (grad 0), with pre's BatchNorm and ReLU when not NULL, or the output
+// gradient's (grad 1).
 static void spread(int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero,
-                   const struct k_wino_class *k) {
+                   const struct k_pre *pre, const struct k_wino_class *k) {
 	int lv = level(), rows = C % 16 == 0 && lv >= 3;
+	if (pre && (grad || !rows)) abort(); // the caller asks k_wino_fuses first
 	switch (k->my * 10 + k->mx) {
 #define S(a, b)                                                                                             \
 	case a##b:                                                                                              \
-		if (rows)                                                                                           \
+		if (pre)                                                                                            \
+			AT_LEVEL(in_rows##a##b##_pre, lv)(V, x, n, h, w, C, zero, k, pre);                              \
+		else if (rows)                                                                                      \
 			(grad ? AT_LEVEL(dyt_rows##a##b, lv) : AT_LEVEL(in_rows##a##b, lv))(V, x, n, h, w, C, zero, k); \
 		else                                                                                                \
 			(grad ? dyt_ptrs##a##b : in_ptrs##a##b)(V, x, n, h, w, C, zero, k);                             \
@@ -955,14 +987,14 @@ void k_wino_dw_mul(float *D, const float *Mt, size_t lm, const float *V, size_t 
 // these shapes without packing for NN, and packs for NT, measured 1.35x
 // slower at 28x28x16.)
 void k_wino_conv(float *y, const float *x, const float *U, size_t n, size_t h, size_t w, size_t C, size_t O, int add,
-                 float *work, const struct k_wino_plan *p) {
+                 float *work, const struct k_wino_plan *p, const struct k_pre *pre) {
 	size_t rows = most(p) * n;
 	float *V = work, *M = V + rows * C, *zero = M + rows * O, *sink = zero + w * (C > O ? C : O);
 	memset(zero, 0, w * C * sizeof(float));
 	for (int i = 0; i < p->n; i++) {
 		const struct k_wino_class *k = &p->c[i];
 		size_t T = n * k->ny * k->nx, a2 = aa(k);
-		spread(0, V, x, n, h, w, C, zero, k);
+		spread(0, V, x, n, h, w, C, zero, pre, k);
 		k_wino_mul(M, a2 * O, V, a2 * C, U, T, C, O, a2);
 		gather(y, M, n, h, w, O, add, sink, k);
 		U += a2 * C * O;
@@ -982,8 +1014,8 @@ size_t k_wino_work_floats(size_t n, size_t w, size_t C, size_t O, const struct k
 size_t k_wino_class_tiles(const struct k_wino_plan *p, int i) { return p->c[i].ny * p->c[i].nx; }
 size_t k_wino_class_points(const struct k_wino_plan *p, int i) { return aa(&p->c[i]); }
 void k_wino_spread(int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero,
-                   const struct k_wino_plan *p, int i) {
-	spread(grad, V, x, n, h, w, C, zero, &p->c[i]);
+                   const struct k_wino_plan *p, int i, const struct k_pre *pre) {
+	spread(grad, V, x, n, h, w, C, zero, pre, &p->c[i]);
 }
 void k_wino_gather(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink,
                    const struct k_wino_plan *p, int i) {
@@ -1003,7 +1035,7 @@ void k_wino_gather(float *y, const float *M, size_t n, size_t h, size_t w, size_
 // k_wino_own_dw: the same bits as all n at once, in less cache); work
 // holds k_wino_work_floats(sub, w, C, O, p) floats.
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
-                    float *work, const struct k_wino_plan *p, size_t sub) {
+                    float *work, const struct k_wino_plan *p, size_t sub, const struct k_pre *pre) {
 	size_t rows = most(p) * sub;
 	float *V = work, *M = V + rows * C, *zero = M + rows * O;
 	memset(zero, 0, w * (C > O ? C : O) * sizeof(float));
@@ -1012,8 +1044,8 @@ void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t
 		size_t a2 = aa(k);
 		for (size_t b = 0; b < n; b += sub) {
 			size_t nb = n - b < sub ? n - b : sub;
-			spread(0, V, x + b * h * w * C, nb, h, w, C, zero, k);
-			spread(1, M, dy + b * h * w * O, nb, h, w, O, zero, k);
+			spread(0, V, x + b * h * w * C, nb, h, w, C, zero, pre, k);
+			spread(1, M, dy + b * h * w * O, nb, h, w, O, zero, NULL, k);
 			k_wino_dw_mul(dU, M, a2 * O, V, a2 * C, nb * k->ny * k->nx, C, O, a2, b > 0);
 		}
 		dU += a2 * C * O;
