@@ -693,8 +693,6 @@ INL void output_rows(int my, int mx, int add, float *y, const float *M, size_t n
 	float *y, const float *M, size_t n, size_t h, size_t w, size_t O, float *s, const struct k_wino_class *k
 #define CLONES(a, b)                                                                                           \
 	ROWS(in_rows##a##b, BY_COUNT(C, spread_rows(a, b, 0, 0, V, x, n, h, w, C_, z, NULL, k)), SPREAD_ARGS)      \
-	ROWS(in_rows##a##b##_pre, BY_COUNT(C, spread_rows(a, b, 0, 1, V, x, n, h, w, C_, z, pre, k)), SPREAD_ARGS, \
-	     const struct k_pre *pre)                                                                              \
 	ROWS(dyt_rows##a##b, BY_COUNT(C, spread_rows(a, b, 1, 0, V, x, n, h, w, C_, z, NULL, k)), SPREAD_ARGS)     \
 	CLONE(in_ptrs##a##b, spread_ptrs(a, b, 0, V, x, n, h, w, C, z, k), SPREAD_ARGS)                  \
 	CLONE(dyt_ptrs##a##b, spread_ptrs(a, b, 1, V, x, n, h, w, C, z, k), SPREAD_ARGS)                 \
@@ -702,10 +700,29 @@ INL void output_rows(int my, int mx, int add, float *y, const float *M, size_t n
 	ROWS(out_rows##a##b##_add, BY_COUNT(O, output_rows(a, b, 1, y, M, n, h, w, O_, s, k)), OUT_ARGS) \
 	CLONE(out_ptrs##a##b, output(a, b, y, M, n, h, w, O, add, s, k), OUT_ARGS, int add)
 PAIRS(CLONES)
+#ifdef X86_LEVELS
+// The fused input transforms (k_pre), AVX-512 only (k_wino_fuses), and
+// the count a constant for F(4x4)'s interior tiles only, most of the
+// work: cloned like the others, for every shape and count at both
+// levels, they made a cold compile of this file 1.7 times as long (152 s
+// against 88).
+#define PRE_ARGS SPREAD_ARGS, const struct k_pre *pre
+V4 static void in_rows44_pre(PRE_ARGS) { BY_COUNT(C, spread_rows(4, 4, 0, 1, V, x, n, h, w, C_, z, pre, k)); }
+V4 static void in_rows42_pre(PRE_ARGS) { spread_rows(4, 2, 0, 1, V, x, n, h, w, C, z, pre, k); }
+V4 static void in_rows24_pre(PRE_ARGS) { spread_rows(2, 4, 0, 1, V, x, n, h, w, C, z, pre, k); }
+V4 static void in_rows22_pre(PRE_ARGS) { spread_rows(2, 2, 0, 1, V, x, n, h, w, C, z, pre, k); }
+#endif
 
 // k_wino_fuses reports whether an input transform of C channels can
-// apply a k_pre: the row paths only.
-int k_wino_fuses(size_t C) { return C % 16 == 0 && level() >= 3; }
+// apply a k_pre: the row paths at AVX-512 only.
+int k_wino_fuses(size_t C) {
+#ifdef X86_LEVELS
+	return C % 16 == 0 && level() >= 4;
+#else
+	(void)C;
+	return 0;
+#endif
+}
 
 // spread is spread_ptrs or spread_rows for class k: the input transform
 // (grad 0), with pre's BatchNorm and ReLU when not NULL, or the output
@@ -713,12 +730,17 @@ int k_wino_fuses(size_t C) { return C % 16 == 0 && level() >= 3; }
 static void spread(int grad, float *V, const float *x, size_t n, size_t h, size_t w, size_t C, const float *zero,
                    const struct k_pre *pre, const struct k_wino_class *k) {
 	int lv = level(), rows = C % 16 == 0 && lv >= 3;
-	if (pre && (grad || !rows)) abort(); // the caller asks k_wino_fuses first
+	if (pre && (grad || !k_wino_fuses(C))) abort(); // the caller asks k_wino_fuses first
+#ifdef X86_LEVELS
+#define PRE(a, b) in_rows##a##b##_pre(V, x, n, h, w, C, zero, k, pre)
+#else
+#define PRE(a, b) abort()
+#endif
 	switch (k->my * 10 + k->mx) {
 #define S(a, b)                                                                                             \
 	case a##b:                                                                                              \
 		if (pre)                                                                                            \
-			AT_LEVEL(in_rows##a##b##_pre, lv)(V, x, n, h, w, C, zero, k, pre);                              \
+			PRE(a, b);                                                                                      \
 		else if (rows)                                                                                      \
 			(grad ? AT_LEVEL(dyt_rows##a##b, lv) : AT_LEVEL(in_rows##a##b, lv))(V, x, n, h, w, C, zero, k); \
 		else                                                                                                \
