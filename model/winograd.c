@@ -748,6 +748,7 @@ static void spread(int grad, float *V, const float *x, size_t n, size_t h, size_
 		return;
 		PAIRS(S)
 #undef S
+#undef PRE
 	}
 	abort();
 }
