@@ -19,7 +19,7 @@ func (a *normReLU) ptrs() (mean, scale, beta *C.float) {
 
 // bnConv is a BatchNorm with its ReLU and the convolution that reads its
 // output (a BasicBlock's bn1 and conv2). Where the convolution runs
-// Winograd's row transforms (Conv2D.fusesInput), the normalised
+// Winograd's AVX-512 row transforms (Conv2D.fusesInput), the normalised
 // activation is never written: the convolution reads the BatchNorm's
 // input and normalises each value as its input transform loads it, in
 // the forward and again in the weight gradient. That saves k_affine's
@@ -28,7 +28,9 @@ func (a *normReLU) ptrs() (mean, scale, beta *C.float) {
 // 5.1 of 228 ms in a one-thread step (`train bench step --passes`). The
 // values are k_affine's, the same expression compiled to the same FMA,
 // so the results are the unfused path's to the bit (TestBNConvFused).
-// Elsewhere it runs the two layers one after the other.
+// Elsewhere (im2col, AVX2, the baseline: their clones would lengthen a
+// cold build of winograd.c for little) it runs the two layers one after
+// the other.
 type bnConv struct {
 	bn    *BatchNorm2d
 	conv  *Conv2D

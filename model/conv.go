@@ -197,7 +197,7 @@ func (c *Conv2D) forward(y, x []float32, n int, pre *normReLU) {
 }
 
 // fusesInput reports whether forward can take a pre: a Winograd layer
-// whose input transform takes the row paths (k_wino_fuses).
+// whose input transform takes the AVX-512 row paths (k_wino_fuses).
 func (c *Conv2D) fusesInput() bool {
 	_, ok := c.path().(winoPath)
 	return ok && C.k_wino_fuses(C.size_t(c.inC)) != 0
