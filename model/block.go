@@ -84,17 +84,31 @@ func (b *BasicBlock) Forward(y, x []float32, n int) {
 	b.bn2.Join(y, b.c2, nil, x, n)
 }
 
+// addShortcutInto, when false, sums an identity shortcut's gradient in a
+// pass of its own (TestShortcutAddedInto's reference).
+var addShortcutInto = true
+
 // Backward through both branches; dx is the sum of their input gradients.
 func (b *BasicBlock) Backward(dx, dy, x, y []float32, n int) {
 	o := n * b.out
 	s := &b.mode.scratch
-	g := s.get(slotGrad, o) // gradient of the sum before the last ReLU
+	// With the identity shortcut, g is its input gradient: it can be
+	// dx from the start, and conv1 add its own to it (inputGradAdder).
+	addInto := addShortcutInto && b.scConv == nil && dx != nil && b.conv1.addsInputGrad()
+	g := dx // gradient of the sum before the last ReLU
+	if !addInto {
+		g = s.get(slotGrad, o)
+	}
 	t1, t2 := s.get(slotT1, o), s.get(slotT2, o)
 	reluMask(g, dy, y, o)
 	// Residual branch, last layer first.
 	b.bn2.Backward(t1, g, b.c2, nil, n)  // t1 = d c2 (no ReLU: no output needed)
 	b.bc.convBackward(t2, t1, b.c1, n)   // t2 = d relu(bn1(c1))
 	b.bn1.Backward(t1, t2, b.c1, nil, n) // t1 = d c1 (ReLU mask inside)
+	if addInto {
+		b.conv1.backwardAdd(dx, t1, x, n) // dx = g + conv1's input gradient
+		return
+	}
 	// Shortcut (t2 is free again: its scratch).
 	var dxs []float32
 	if b.scConv != nil {

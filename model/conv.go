@@ -208,6 +208,24 @@ func (c *Conv2D) fusesInput() bool {
 // dx = the input gradient.
 func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) { c.backward(dx, dy, x, n, nil) }
 
+// addsInputGrad reports whether backwardAdd is open to this layer: its
+// path can add the input gradient to dx (inputGradAdder).
+func (c *Conv2D) addsInputGrad() bool {
+	_, ok := c.path().(inputGradAdder)
+	return ok
+}
+
+// backwardAdd is Backward with the input gradient added to dx's values
+// (addsInputGrad must hold).
+func (c *Conv2D) backwardAdd(dx, dy, x []float32, n int) {
+	c.backward(nil, dy, x, n, nil)
+	if n == 0 {
+		return
+	}
+	need(n*c.InSize(), dx)
+	c.path().(inputGradAdder).inputGradAdd(c, dx, dy, n)
+}
+
 // backward is Backward after a forward with pre.
 func (c *Conv2D) backward(dx, dy, x []float32, n int, pre *normReLU) {
 	rows := n * c.outH * c.outW

@@ -19,6 +19,16 @@ type convPath interface {
 	inputGrad(c *Conv2D, dx, dy []float32, n int)
 }
 
+// inputGradAdder is a convPath that can add its input gradient to dx
+// instead of setting it. A residual block whose shortcut is the identity
+// then leaves the shortcut's gradient in dx and has the convolution add
+// its own on top as it writes (BasicBlock.Backward): a write and a read
+// of the block's input gradient fewer, and no pass of its own for the
+// sum. Float addition commutes, so the bits are the separate add's.
+type inputGradAdder interface {
+	inputGradAdd(c *Conv2D, dx, dy []float32, n int)
+}
+
 // path is the layer's convPath: a stem directly (few), a strided layer
 // directly (strided), a 3x3 stride-1 layer through Winograd's F(m x m)
 // (wino), anything else through im2col and SGEMM.
@@ -90,10 +100,15 @@ func (p winoPath) weightGradPre(c *Conv2D, dw, dy, x []float32, n int, pre *norm
 
 // inputGrad: dx is the forward convolution of dy with the kernel rotated
 // and the channels swapped, padding 1 again.
-func (p winoPath) inputGrad(c *Conv2D, dx, dy []float32, n int) {
+func (p winoPath) inputGrad(c *Conv2D, dx, dy []float32, n int) { p.inputGradBeta(c, dx, dy, n, 0) }
+
+// inputGradAdd: the same, added to dx by the output transform.
+func (p winoPath) inputGradAdd(c *Conv2D, dx, dy []float32, n int) { p.inputGradBeta(c, dx, dy, n, 1) }
+
+func (p winoPath) inputGradBeta(c *Conv2D, dx, dy []float32, n int, beta float32) {
 	t := *c.shape(n)
 	t.c, t.o = t.o, t.c
-	C.k_wino_forward(&t, f32(dx), f32(dy), nil, f32(c.wt), 1, 0, C.int(p.m), nil, nil, nil)
+	C.k_wino_forward(&t, f32(dx), f32(dy), nil, f32(c.wt), 1, C.float(beta), C.int(p.m), nil, nil, nil)
 }
 
 // fewPath: a stem of 1 to 3 channels in, forward and weight gradient
