@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -82,14 +81,6 @@ func TestBNConvFused(t *testing.T) {
 		}
 		return result{y, dx, slices.Clone(p.Grad), slices.Clone(p.Buffers)}, bc.fused
 	}
-	same := func(a, b []float32) (int, float32, float32) {
-		for i := range a {
-			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-				return i, a[i], b[i]
-			}
-		}
-		return -1, 0, 0
-	}
 	for _, lv := range levels {
 		winoLevel(lv)
 		for _, threads := range []int{1, 3, 16} {
@@ -106,8 +97,8 @@ func TestBNConvFused(t *testing.T) {
 						what      string
 						got, want []float32
 					}{{"y", got.y, want.y}, {"dx", got.dx, want.dx}, {"gradients", got.grad, want.grad}, {"buffers", got.bufs, want.bufs}} {
-						if i, g, w := same(c.got, c.want); i >= 0 {
-							t.Errorf("%s: %s[%d] = %v fused, %v unfused", name, c.what, i, g, w)
+						if i := firstDiff(c.got, c.want); i >= 0 {
+							t.Errorf("%s: %s[%d] = %v fused, %v unfused", name, c.what, i, c.got[i], c.want[i])
 						}
 					}
 				}

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -59,11 +58,8 @@ func TestShortcutAddedInto(t *testing.T) {
 					what      string
 					got, want []float32
 				}{{"dx", got.dx, want.dx}, {"gradients", got.grad, want.grad}} {
-					for i := range c.want {
-						if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
-							t.Errorf("%s: %s[%d] = %v added into dx, %v apart", name, c.what, i, c.got[i], c.want[i])
-							break
-						}
+					if i := firstDiff(c.got, c.want); i >= 0 {
+						t.Errorf("%s: %s[%d] = %v added into dx, %v apart", name, c.what, i, c.got[i], c.want[i])
 					}
 				}
 			}

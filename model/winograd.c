@@ -926,7 +926,8 @@ void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U
 // and 36 points): past the 2 KiB that the L1 stride prefetcher follows, so
 // without DW_PF every tile's two rows were misses to L2 in turn. The loop
 // asks for the rows DW_PF tiles ahead (any of 3 to 12 measured the same:
-// the weight gradient's passes 7% faster at one thread on the Intel core).
+// the weight gradient's passes 5 to 8% faster at one thread on the Intel
+// core).
 #ifndef DW_PF
 #define DW_PF 4
 #endif
