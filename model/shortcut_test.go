@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -12,10 +13,11 @@ import (
 // bits of the block that writes conv1's input gradient and then adds the
 // shortcut's in a pass of its own (addShortcutInto off): input gradient
 // and every parameter's gradient, at 1, 3 and 16 threads (16 takes
-// par.c's wide passes), at each of winograd.c's levels this CPU runs (4, 3 and 0), on a 16-channel
-// image with F(2) tiles at its edges and a 32-channel one. dx starts as
-// garbage, as the model's turn buffers do: the added path must set it,
-// not add to what was there.
+// par.c's wide passes), at each of winograd.c's levels this CPU runs (4,
+// 3 and 0), on a 16-channel image with F(2) tiles at its edges and a
+// 32-channel one. dx starts as garbage, different on each side, as the
+// model's turn buffers do: the added path must set it, not add to what
+// was there.
 func TestShortcutAddedInto(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
@@ -41,7 +43,13 @@ func TestShortcutAddedInto(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(43, 44))
 		x, dy := normals(rng, s.n*b.InSize()), normals(rng, s.n*b.OutSize())
-		y, dx := make([]float32, s.n*b.OutSize()), normals(rng, s.n*b.InSize())
+		// Each side's dx starts as different garbage: a backward that
+		// left any of it would differ from the other side's.
+		garbage := uint64(0)
+		if into {
+			garbage = 1
+		}
+		y, dx := make([]float32, s.n*b.OutSize()), normals(rand.New(rand.NewPCG(45, garbage)), s.n*b.InSize())
 		b.Forward(y, x, s.n)
 		clear(p.Grad)
 		b.Backward(dx, dy, x, y, s.n)
@@ -54,6 +62,11 @@ func TestShortcutAddedInto(t *testing.T) {
 			for sh, s := range shapes {
 				name := fmt.Sprintf("level %d, %d threads, %d channels %dx%d", lv, threads, s.c, s.h, s.w)
 				want, got := run(sh, false), run(sh, true)
+				// Equal bits alone would pass two NaN results, or two
+				// backward passes that wrote nothing.
+				if err := finiteNonzero(want.dx); err != nil {
+					t.Fatalf("%s: reference dx %v", name, err)
+				}
 				for _, c := range []struct {
 					what      string
 					got, want []float32
@@ -65,4 +78,20 @@ func TestShortcutAddedInto(t *testing.T) {
 			}
 		}
 	}
+}
+
+// finiteNonzero says what is wrong with v if any element is NaN or
+// infinite, or every element is 0.
+func finiteNonzero(v []float32) error {
+	nonzero := false
+	for i, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("[%d] = %v", i, x)
+		}
+		nonzero = nonzero || x != 0
+	}
+	if !nonzero {
+		return fmt.Errorf("is all zeros")
+	}
+	return nil
 }
