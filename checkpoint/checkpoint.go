@@ -1,7 +1,7 @@
 // Package checkpoint is train's checkpoint file: safetensors holding a
 // model's parameters and buffers under their PyTorch names, the optimizer's
 // state, and the run's position, written atomically and checked on load.
-// It knows the model's layout (model.Params) and nothing of MPI or
+// It knows the model's layout (params.Params) and nothing of MPI or
 // training.
 package checkpoint
 
@@ -21,7 +21,7 @@ import (
 
 	"github.com/nlpodyssey/safetensors"
 
-	"train/model"
+	"train/params"
 )
 
 // Checkpoint file format, version 1: safetensors
@@ -80,7 +80,7 @@ type tensorView struct {
 	shape []int
 }
 
-func viewOf(t model.Tensor, buf []float32) tensorView {
+func viewOf(t params.Tensor, buf []float32) tensorView {
 	dt := safetensors.F32
 	if t.Int64 {
 		dt = safetensors.I64
@@ -121,7 +121,7 @@ func checksum(names []string, data func(string) []byte) uint32 {
 }
 
 // tensorViews lays out s's buffers as named tensors of p's layout.
-func tensorViews(p *model.Params, s *State) map[string]tensorView {
+func tensorViews(p *params.Params, s *State) map[string]tensorView {
 	views := make(map[string]tensorView, len(p.Tensors)*(1+len(s.Optim))+len(p.BufferTensors))
 	for _, t := range p.Tensors {
 		views[t.Name] = viewOf(t, s.Params)
@@ -139,7 +139,7 @@ func tensorViews(p *model.Params, s *State) map[string]tensorView {
 }
 
 // Save writes s to dir as step-NNNNNNNN.safetensors.
-func Save(dir string, p *model.Params, s *State) (string, error) {
+func Save(dir string, p *params.Params, s *State) (string, error) {
 	final := Path(dir, s.Step)
 	return final, Write(final, p, s)
 }
@@ -149,7 +149,7 @@ func Save(dir string, p *model.Params, s *State) (string, error) {
 // at any point leaves either the complete new file or none (and a stray
 // temporary that loaders ignore), never a torn one; other files are not
 // touched.
-func Write(final string, p *model.Params, s *State) error {
+func Write(final string, p *params.Params, s *State) error {
 	meta := map[string]string{"format": Format}
 	for k, v := range s.Meta {
 		meta[k] = v
@@ -253,7 +253,7 @@ func syncDir(dir string) error {
 // Load reads the checkpoint at path into s's buffers, which must
 // have p's layout, checking the format, the checksum and that every tensor
 // is there with its shape and nothing else is.
-func Load(path string, p *model.Params, s *State) error {
+func Load(path string, p *params.Params, s *State) error {
 	if err := loadCheckpoint(path, p, s); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", path, err)
 	}
@@ -273,7 +273,7 @@ func readFile(path string) ([]byte, safetensors.SafeTensors, error) {
 	return buf, st, nil
 }
 
-func loadCheckpoint(path string, p *model.Params, s *State) error {
+func loadCheckpoint(path string, p *params.Params, s *State) error {
 	buf, st, err := readFile(path)
 	if err != nil {
 		return err

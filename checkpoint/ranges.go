@@ -7,7 +7,7 @@ import (
 
 	"github.com/nlpodyssey/safetensors"
 
-	"train/model"
+	"train/params"
 )
 
 // ZeRO's shards in a sharded checkpoint: rank r writes the range
@@ -21,7 +21,7 @@ import (
 
 // cut is the part of tensor t inside [lo, hi): flat offsets [a, b), or
 // a == b when none (or t is absent from the part).
-func cut(t model.Tensor, lo, hi int) (a, b int) {
+func cut(t params.Tensor, lo, hi int) (a, b int) {
 	if t.Absent() {
 		return 0, 0
 	}
@@ -36,7 +36,7 @@ func cut(t model.Tensor, lo, hi int) (a, b int) {
 // the whole tensor: n[i] elements at flat offset off[i] of the part's
 // buffer are the whole tensor's from element at[i] (one run for a tensor
 // held whole; a tensor-parallel shard's slices are several).
-func runs(t model.Tensor, lo, hi int) (off, at, n []int) {
+func runs(t params.Tensor, lo, hi int) (off, at, n []int) {
 	o, w, k := t.Spans()
 	for i := range o {
 		a, b := max(t.Offset+o[i], lo), min(t.Offset+o[i]+k[i], hi)
@@ -50,7 +50,7 @@ func runs(t model.Tensor, lo, hi int) (off, at, n []int) {
 }
 
 // wholeShape is the shape of the whole tensor t is (a part of).
-func wholeShape(t model.Tensor) []int {
+func wholeShape(t params.Tensor) []int {
 	if t.Full != nil {
 		return t.Full
 	}
@@ -63,7 +63,7 @@ func wholeShape(t model.Tensor) []int {
 // model's buffers, to path atomically. As WriteShard, it skips the tied
 // copy, and the tensors held whole on every tensor-parallel shard unless
 // replicated.
-func WriteRange(path string, part *model.Params, s *State, lo, hi int, replicated, buffers bool) (FileInfo, error) {
+func WriteRange(path string, part *params.Params, s *State, lo, hi int, replicated, buffers bool) (FileInfo, error) {
 	views := map[string]tensorView{}
 	for _, t := range part.Tensors {
 		a, b := cut(t, lo, hi)
@@ -79,7 +79,7 @@ func WriteRange(path string, part *model.Params, s *State, lo, hi int, replicate
 }
 
 // AddRange records in x what WriteRange wrote to file.
-func (x *Index) AddRange(file string, part *model.Params, optim []string, lo, hi int, replicated, buffers bool) {
+func (x *Index) AddRange(file string, part *params.Params, optim []string, lo, hi int, replicated, buffers bool) {
 	for _, t := range part.Tensors {
 		if a, b := cut(t, lo, hi); a == b || !shardTensor(t, replicated) {
 			continue
@@ -104,7 +104,7 @@ func (x *Index) AddRange(file string, part *model.Params, optim []string, lo, hi
 // the rest untouched), the optimizer's state for them into s.Optim (each
 // hi-lo long), the model's buffers whole, and the position, checked as
 // LoadShards checks.
-func LoadRange(dir string, part *model.Params, s *State, lo, hi int) error {
+func LoadRange(dir string, part *params.Params, s *State, lo, hi int) error {
 	x, err := ReadIndex(dir)
 	if err != nil {
 		return err

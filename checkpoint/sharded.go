@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strconv"
 
-	"train/model"
+	"train/params"
 )
 
 // Sharded checkpoints (--checkpoint-format sharded): a directory
@@ -86,14 +86,14 @@ type Slice struct {
 // replicated says this writer is the one that writes them (shard 0 of a
 // tensor-parallel stage: the others hold the same values), a split one
 // always, never the tied copy (its owner's is saved).
-func shardTensor(t model.Tensor, replicated bool) bool {
+func shardTensor(t params.Tensor, replicated bool) bool {
 	return !t.Copy && !t.Absent() && (t.Full != nil || replicated)
 }
 
 // WriteShard writes the tensors of part's layout that this writer saves
 // (see shardTensor) from s's buffers to path, atomically, and returns the
 // file's size.
-func WriteShard(path string, part *model.Params, s *State, replicated bool) (FileInfo, error) {
+func WriteShard(path string, part *params.Params, s *State, replicated bool) (FileInfo, error) {
 	views := map[string]tensorView{}
 	for _, t := range part.Tensors {
 		if !shardTensor(t, replicated) {
@@ -110,7 +110,7 @@ func WriteShard(path string, part *model.Params, s *State, replicated bool) (Fil
 // writeShardViews writes views, with part's buffers when buffers says
 // this writer holds them, as a shard file at path, atomically, and
 // returns its size.
-func writeShardViews(path string, views map[string]tensorView, part *model.Params, s *State, buffers bool) (FileInfo, error) {
+func writeShardViews(path string, views map[string]tensorView, part *params.Params, s *State, buffers bool) (FileInfo, error) {
 	if buffers {
 		for _, t := range part.BufferTensors {
 			views[t.Name] = viewOf(t, s.Buffers)
@@ -129,7 +129,7 @@ func writeShardViews(path string, views map[string]tensorView, part *model.Param
 
 // Add records in x the slices the writer of file holds of part's layout
 // (what WriteShard writes), with optim the optimizer's buffer names.
-func (x *Index) Add(file string, part *model.Params, optim []string, replicated bool) {
+func (x *Index) Add(file string, part *params.Params, optim []string, replicated bool) {
 	add := func(name, dtype string, shape []int, spans [][2]int) { x.addSlice(file, name, dtype, shape, spans) }
 	for _, t := range part.Tensors {
 		if !shardTensor(t, replicated) {
@@ -166,7 +166,7 @@ func (x *Index) addSlice(file, name, dtype string, shape []int, spans [][2]int) 
 }
 
 // addBuffers records that file holds part's buffers whole.
-func (x *Index) addBuffers(file string, part *model.Params) {
+func (x *Index) addBuffers(file string, part *params.Params) {
 	for _, t := range part.BufferTensors {
 		dtype, numel := "F32", t.Size
 		if t.Int64 {
@@ -238,7 +238,7 @@ func (x *Index) Position(s *State) error {
 // checksum fails is found only once its runs are copied, so a failed load
 // leaves the buffers partly overwritten: the caller loads another
 // checkpoint whole or stops.
-func LoadShards(dir string, part *model.Params, s *State) error {
+func LoadShards(dir string, part *params.Params, s *State) error {
 	if err := loadShards(dir, part, s); err != nil {
 		return fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
@@ -263,7 +263,7 @@ type dest struct {
 	wholeSize []int
 }
 
-func loadShards(dir string, part *model.Params, s *State) error {
+func loadShards(dir string, part *params.Params, s *State) error {
 	x, err := ReadIndex(dir)
 	if err != nil {
 		return err
@@ -287,7 +287,7 @@ func loadShards(dir string, part *model.Params, s *State) error {
 }
 
 // bufferDests are the whole buffers of part (BatchNorm's statistics).
-func bufferDests(part *model.Params, s *State) []dest {
+func bufferDests(part *params.Params, s *State) []dest {
 	var dests []dest
 	for _, t := range part.BufferTensors {
 		elem, numel := 4, t.Size

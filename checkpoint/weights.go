@@ -12,7 +12,7 @@ import (
 
 	"github.com/nlpodyssey/safetensors"
 
-	"train/model"
+	"train/params"
 )
 
 // Fit says whether a file's tensor of another shape than the model's
@@ -21,10 +21,10 @@ import (
 // why (nil: not at all, the shapes must be equal). A model may take a
 // table of other rows than its own: GPT-2's published 50257-row embedding
 // into a 50304-row one, or 1024 positions cut to the context trained.
-type Fit func(t model.Tensor, shape []int) (ok bool, err error)
+type Fit func(t params.Tensor, shape []int) (ok bool, err error)
 
 // LoadWeights reads the parameters (and buffers, where the file has them)
-// of a safetensors file into params and buffers, which have p's layout:
+// of a safetensors file into data and buffers, which have p's layout:
 // --init-from, to start from weights trained elsewhere. Only F32 tensors
 // are read, by name; a tensor the model has but the file lacks is an
 // error, and so is one the file has that the model does not, except
@@ -32,9 +32,9 @@ type Fit func(t model.Tensor, shape []int) (ok bool, err error)
 // causal-mask buffers). A name the model has under "transformer." may be
 // in the file without it, as Hugging Face's GPT2Model saves them. Ties
 // must equal their tensor over the rows both have. Nothing is written to
-// params or buffers unless every check passes.
-func LoadWeights(path string, p *model.Params, params, buffers []float32, fit Fit, ignore func(string) bool) error {
-	if err := loadWeights(path, p, params, buffers, fit, ignore); err != nil {
+// data or buffers unless every check passes.
+func LoadWeights(path string, p *params.Params, data, buffers []float32, fit Fit, ignore func(string) bool) error {
+	if err := loadWeights(path, p, data, buffers, fit, ignore); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
@@ -70,13 +70,13 @@ func Metadata(path string) (map[string]string, error) {
 	return header.Meta, nil
 }
 
-func loadWeights(path string, p *model.Params, params, buffers []float32, fit Fit, ignore func(string) bool) error {
+func loadWeights(path string, p *params.Params, data, buffers []float32, fit Fit, ignore func(string) bool) error {
 	_, st, err := readFile(path)
 	if err != nil {
 		return err
 	}
 	if fit == nil {
-		fit = func(model.Tensor, []int) (bool, error) { return false, nil }
+		fit = func(params.Tensor, []int) (bool, error) { return false, nil }
 	}
 	type job struct {
 		dst []float32
@@ -92,7 +92,7 @@ func loadWeights(path string, p *model.Params, params, buffers []float32, fit Fi
 		}
 		return safetensors.TensorView{}, "", false
 	}
-	take := func(t model.Tensor, dst []float32) error {
+	take := func(t params.Tensor, dst []float32) error {
 		tv, name, ok := find(t.Name)
 		if !ok {
 			return fmt.Errorf("has no tensor %q (nor %q): weights for another model? (%d tensors, e.g. %s)", t.Name,
@@ -119,7 +119,7 @@ func loadWeights(path string, p *model.Params, params, buffers []float32, fit Fi
 		return nil
 	}
 	for _, t := range p.Tensors {
-		if err := take(t, params); err != nil {
+		if err := take(t, data); err != nil {
 			return err
 		}
 	}

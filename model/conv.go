@@ -141,7 +141,7 @@ func (c *Conv2D) init(rng *rand.Rand) {
 		ts = append(ts, c.B)
 	}
 	for _, t := range ts {
-		c.p.initBuf(t, c.p.Data, func(v []float32) {
+		c.p.InitBuf(t, c.p.Data, func(v []float32) {
 			for i := range v {
 				v[i] = float32((2*rng.Float64() - 1) * bound)
 			}

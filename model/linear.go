@@ -30,7 +30,7 @@ func (l *Linear) OutSize() int { return l.out }
 func (l *Linear) init(rng *rand.Rand) {
 	bound := 1 / math.Sqrt(float64(l.in))
 	for _, t := range []Tensor{l.W, l.B} {
-		l.p.initBuf(t, l.p.Data, func(v []float32) {
+		l.p.InitBuf(t, l.p.Data, func(v []float32) {
 			for i := range v {
 				v[i] = float32((2*rng.Float64() - 1) * bound)
 			}

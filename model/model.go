@@ -113,8 +113,8 @@ func BuildPart(cfg Config, part Part) (*Model, error) {
 // part.
 func layout(cfg Config, part Part, p *Params, mode *Mode) (*Model, error) {
 	m := &Model{Config: cfg, Params: p, Mode: mode, positions: 1, part: part}
-	if !p.alloced {
-		p.held = func() bool { return part.holds(len(m.all)) }
+	if !p.Alloced() {
+		p.HoldIf(func() bool { return part.holds(len(m.all)) })
 	}
 	if cfg.Kind == "gpt" {
 		if cfg.GPT == nil || cfg.Classes != cfg.GPT.Vocab {
@@ -309,7 +309,7 @@ func (m *Model) add(l Layer, before int) {
 	if m.regAt == nil {
 		m.regAt = []int{0}
 	}
-	m.regAt = append(m.regAt, len(m.Params.added))
+	m.regAt = append(m.regAt, len(m.Params.Registered()))
 	if !m.part.holds(i) {
 		return
 	}

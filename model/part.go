@@ -69,7 +69,7 @@ func (m *Model) LayerCost(i int) float64 {
 // type, for a layer without parameters), for the log and train plan.
 func (m *Model) LayerNames() []string {
 	names := make([]string, len(m.all))
-	reg := m.Params.added
+	reg := m.Params.Registered()
 	for i, l := range m.all {
 		names[i] = strings.ToLower(strings.TrimPrefix(fmt.Sprintf("%T", l), "*model."))
 		if lo, hi := m.layerTensors(i); lo < hi {

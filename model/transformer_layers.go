@@ -30,8 +30,8 @@ func (e *Embedding) OutSize() int { return e.t * e.c }
 
 // init draws both from N(0, 0.02), GPT-2's initializer_range.
 func (e *Embedding) init(rng *rand.Rand) {
-	e.p.initBuf(e.WTE, e.p.Data, func(v []float32) { normal(rng, v, 0.02) })
-	e.p.initBuf(e.WPE, e.p.Data, func(v []float32) { normal(rng, v, 0.02) })
+	e.p.InitBuf(e.WTE, e.p.Data, func(v []float32) { normal(rng, v, 0.02) })
+	e.p.InitBuf(e.WPE, e.p.Data, func(v []float32) { normal(rng, v, 0.02) })
 }
 
 // Forward: y[s,t,:] = wte[x[s,t]] + wpe[t].
@@ -163,7 +163,7 @@ func (l *Conv1D) InSize() int  { return l.in * l.per }
 func (l *Conv1D) OutSize() int { return l.out * l.per }
 
 func (l *Conv1D) init(rng *rand.Rand) {
-	l.p.initBuf(l.W, l.p.Data, func(v []float32) { normal(rng, v, l.std) })
+	l.p.InitBuf(l.W, l.p.Data, func(v []float32) { normal(rng, v, l.std) })
 	if !l.B.Absent() {
 		clear(l.B.Of(l.p.Data))
 	}

@@ -18,6 +18,7 @@ import (
 	"train/mpi"
 	"train/openblas"
 	"train/optim"
+	"train/params"
 )
 
 // SetupHint is appended to a missing-dataset error: how to install it.
@@ -520,8 +521,8 @@ func (s *Session) loadBLAS() (string, error) {
 	optim.SetThreads(threads)
 	wino := s.Cfg.Model.Conv == "winograd"
 	model.UseWinograd(wino)
-	// ZeRO stages 2 and 3 free and fault pages every step (model/huge.go).
-	model.UseHugePages(s.Cfg.Dist.Zero >= 2)
+	// ZeRO stages 2 and 3 free and fault pages every step (params/huge.go).
+	params.UseHugePages(s.Cfg.Dist.Zero >= 2)
 	conv := ""
 	if wino {
 		conv = "; 3x3 convolutions: Winograd F(4x4,3x3)"

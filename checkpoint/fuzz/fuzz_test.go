@@ -1,4 +1,4 @@
-package checkpoint
+package fuzz
 
 import (
 	"os"
@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"testing"
 
-	"train/model"
+	"train/checkpoint"
 )
 
 // FuzzLoadCheckpoint: any bytes either load into the model's buffers (and
@@ -19,15 +19,14 @@ import (
 // The model is a 23-parameter MLP with optimizer state: the fuzzer
 // minimises every input that finds new coverage, and a ResNet's 300 KB
 // checkpoint took it minutes per input. BatchNorm buffers and int64
-// tensors are covered by the unit tests.
+// tensors are covered by checkpoint's unit tests.
 func FuzzLoadCheckpoint(f *testing.F) {
-	m, err := model.Build(fuzzModel)
-	if err != nil {
-		f.Fatal(err)
+	p := MLP()
+	for i := range p.Data {
+		p.Data[i] = float32(i)/7 - 1
 	}
-	m.Init(1)
 	dir := f.TempDir()
-	path, err := Save(dir, m.Params, fuzzState(m.Params.Data, m.Params.Len()))
+	path, err := checkpoint.Save(dir, p, fuzzState(p.Data, p.Len()))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -39,33 +38,29 @@ func FuzzLoadCheckpoint(f *testing.F) {
 	f.Add(flipped)
 	f.Add([]byte("{}"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		p := filepath.Join(dir, "step-00000001.safetensors")
-		if err := os.WriteFile(p, b, 0o644); err != nil {
+		path := filepath.Join(dir, "step-00000001.safetensors")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		s := fuzzState(make([]float32, m.Params.Len()), m.Params.Len())
+		s := fuzzState(make([]float32, p.Len()), p.Len())
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		err := Load(p, m.Params, s)
+		err := checkpoint.Load(path, p, s)
 		runtime.ReadMemStats(&after)
 		if got := after.TotalAlloc - before.TotalAlloc; got > uint64(8*len(b)+1<<20) {
 			t.Fatalf("loading %d bytes allocated %d", len(b), got)
 		}
-		if err == nil && Checksum(s.Params, s.Buffers) == 0 && len(b) < 100 {
+		if err == nil && checkpoint.Checksum(s.Params, s.Buffers) == 0 && len(b) < 100 {
 			t.Fatalf("a %d-byte file loaded", len(b))
 		}
 	})
 }
 
-// fuzzModel is FuzzLoadCheckpoint's model; its seed corpus was written
-// with it.
-var fuzzModel = model.Config{Kind: "mlp", Hidden: []int{3}, Input: [3]int{1, 2, 2}, Classes: 2}
-
-func fuzzState(params []float32, n int) *State {
+func fuzzState(data []float32, n int) *checkpoint.State {
 	mom := make([]float32, n)
 	for i := range mom {
 		mom[i] = float32(i) / 3
 	}
-	return &State{Params: params, Optim: map[string][]float32{"momentum_buffer": mom}, Step: 1,
-		Meta: map[string]string{"model": fuzzModel.String()}}
+	return &checkpoint.State{Params: data, Optim: map[string][]float32{"momentum_buffer": mom}, Step: 1,
+		Meta: map[string]string{"model": MLPConfig}}
 }
