@@ -126,6 +126,7 @@ func TestCIFARAndLocalBN(t *testing.T) {
 // TestBadCIFAR: a truncated CIFAR-10 file is a one-line error naming it.
 func TestBadCIFAR(t *testing.T) {
 	e2e(t)
+	alongside(t)
 	dir := t.TempDir()
 	for _, f := range []string{"data_batch_1.bin", "test_batch.bin"} {
 		b, err := os.ReadFile(filepath.Join("testdata/cifar10-mini", f))

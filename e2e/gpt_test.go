@@ -143,6 +143,7 @@ func TestGPTStrategies(t *testing.T) {
 // TestGPTBadInput: each mistake is one line naming the option or file.
 func TestGPTBadInput(t *testing.T) {
 	e2e(t)
+	alongside(t)
 	dir := t.TempDir()
 	data := bytesCorpus(t, dir)
 	for _, tc := range []struct {

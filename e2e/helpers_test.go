@@ -133,10 +133,18 @@ func e2e(t *testing.T) {
 
 // alongside marks a test that may run beside the others so marked, after
 // every other test of the package has finished (t.Parallel; go test runs
-// GOMAXPROCS of them at once). Only for tests that time nothing, share no
-// file, port or package state with another, and spend much of their time
-// in one process or waiting on servers: Slurm's daemons, PyTorch's
-// reference, the CUDA emulator.
+// -parallel of them at once, GOMAXPROCS unless told: scripts/test.sh says
+// 4). Only for tests that time nothing, share no file, port or package
+// state with another, and spend much of their time in one process or
+// waiting: on Slurm's daemons, PyTorch's reference, the CUDA emulator, or
+// on mpirun's teardown of a job that fails on purpose (the bad-input
+// tests: mpirun waits odls_base_sigkill_timeout, 1 s, after a rank exits
+// non-zero, and TestBadInput used 12% of the machine's 2 cores over its 24
+// s). A test that bounds how long a failing job takes to end
+// (TestRankFailure, TestPipelineFailure) or that waits on a stall's
+// detection (the flight recorder's) stays in sequence. Setting that
+// timeout to 0 instead lost the failing rank's message: mpirun killed the
+// job before forwarding its stderr.
 func alongside(t *testing.T) {
 	t.Helper()
 	t.Parallel()

@@ -105,6 +105,7 @@ func itoa(i int) string { return strconv.Itoa(i) }
 // must-show 6).
 func TestGridBadInput(t *testing.T) {
 	e2e(t)
+	alongside(t)
 	mlp := []string{"--model", "mlp", "--data", "synthetic", "--synthetic-shape", "1x8x8", "--synthetic-samples", "64", "--max-steps", "2"}
 	gpt := []string{"--model", "gpt", "--layers", "2", "--heads", "3", "--dim", "24", "--data", "/nonexistent", "--max-steps", "2"}
 	for _, c := range []struct {

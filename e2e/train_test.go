@@ -190,6 +190,7 @@ func dirBytes(t *testing.T, dir string) map[string][]byte {
 // and existing checkpoints untouched.
 func TestBadInput(t *testing.T) {
 	e2e(t)
+	alongside(t)
 	tmp := t.TempDir()
 	// A checkpoint directory that failed runs must leave alone.
 	ckpts := filepath.Join(tmp, "ck")
