@@ -43,6 +43,11 @@ func bnStats(x []float32, rows, c int, s []float64) {
 	C.k_bn_stats_par(f32(x), C.size_t(rows), C.size_t(c), f64(s))
 }
 
+// bnWide reports whether BatchNorm's sums take their AVX-512 versions
+// (the CPU has it and they are allowed), first allowing them (on 1) or
+// not (on 0) unless on is negative: for TestBNKernelsWideSameBits.
+func bnWide(on int) bool { return C.k_bn_wide(C.int(on)) != 0 }
+
 // affine sets y = (x-mean)*scale + beta per channel over rows of c
 // values, then max(y, 0) with relu. (Subtracting the mean first, as
 // PyTorch does, keeps a constant channel exactly 0.)

@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 void k_bn_stats(const float *x, size_t rows, size_t C, double *s);
+int k_bn_wide(int on);
 void k_affine(float *y, const float *x, const float *mean, const float *scale, const float *beta, size_t rows, size_t C, int relu);
 void k_bn_grad_sums(const float *x, const float *dy, size_t rows, size_t C, const float *mhi, const float *mlo,
                     const float *invstd, const float *scale, const float *beta, int relu, double *s);

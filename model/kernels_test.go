@@ -40,6 +40,52 @@ func TestBNStats(t *testing.T) {
 	}
 }
 
+// TestBNKernelsWideSameBits: BatchNorm's sums give the same bits through
+// their AVX-512 versions (kernels.c's bn_stats_v4, grad_sums_v4) as
+// through the AVX2 and baseline code, on channel counts that take the
+// 16-channel paths (16, 32, 48, 64) and the general one (5), rows that
+// end inside a 32-row block, and under both masks. TestBNStats and the
+// PyTorch references check the values.
+func TestBNKernelsWideSameBits(t *testing.T) {
+	if !bnWide(-1) {
+		t.Skip("this CPU has no AVX-512 (or the sums' wide versions are off): one path only, nothing to compare")
+	}
+	defer bnWide(1)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, c := range []int{16, 32, 48, 64, 5} {
+		for _, rows := range []int{1, 45, 3137} {
+			x, dy := normals(rng, rows*c), normals(rng, rows*c)
+			for i := range x {
+				x[i] += float32(i % c) // means away from 0
+			}
+			mhi, mlo, invstd := normals(rng, c), normals(rng, c), normals(rng, c)
+			scale, beta := normals(rng, c), normals(rng, c)
+			for ch := range c {
+				mhi[ch] += float32(ch)
+				mlo[ch] *= 1e-7
+			}
+			sums := func(wide int) (st, gs, gsRelu []float64) {
+				bnWide(wide)
+				st, gs, gsRelu = make([]float64, 2*c), make([]float64, 2*c), make([]float64, 2*c)
+				bnStats(x, rows, c, st)
+				bnGradSums(x, dy, rows, c, mhi, mlo, invstd, scale, beta, false, gs)
+				bnGradSums(x, dy, rows, c, mhi, mlo, invstd, scale, beta, true, gsRelu)
+				return st, gs, gsRelu
+			}
+			s1, g1, r1 := sums(1)
+			s0, g0, r0 := sums(0)
+			for _, p := range []struct {
+				name       string
+				wide, narrow []float64
+			}{{"bnStats", s1, s0}, {"bnGradSums", g1, g0}, {"bnGradSums with the ReLU", r1, r0}} {
+				if err := near.Check(p.narrow, p.wide, 0); err != nil {
+					t.Errorf("%s, %d channels, %d rows, AVX-512 against AVX2: %v", p.name, c, rows, err)
+				}
+			}
+		}
+	}
+}
+
 // TestBNReLUMaskFromInput checks that BatchNorm's backward kernels under
 // a fused ReLU, which find the ReLU's mask by recomputing the forward's
 // output from x, mask exactly where the forward's output (affine) was 0:
