@@ -231,8 +231,9 @@ void k_bn_grad_sums(GRAD_SUMS_ARGS) {
 // dx = a*d + b*(x-mean) + c per channel, d being dy where the forward's
 // output was positive under relu (bn_out of x with the forward's mean,
 // scale and beta).
-VEC void k_bn_dx(float *dx, const float *dy, const float *x, size_t rows, size_t C, const float *mean,
-                 const float *a, const float *b, const float *c, const float *scale, const float *beta, int relu) {
+static inline __attribute__((always_inline)) void bn_dx(float *dx, const float *dy, const float *x, size_t rows, size_t C,
+                                                        const float *mean, const float *a, const float *b, const float *c,
+                                                        const float *scale, const float *beta, int relu) {
 	for (size_t r = 0; r < rows; r++) {
 		const float *xr = x + r * C, *dr = dy + r * C;
 		float *o = dx + r * C;
@@ -245,6 +246,18 @@ VEC void k_bn_dx(float *dx, const float *dy, const float *x, size_t rows, size_t
 			for (size_t k = 0; k < C; k++) o[k] = a[k] * dr[k] + b[k] * (xr[k] - mean[k]) + c[k];
 		}
 	}
+}
+
+// k_bn_dx is bn_dx with C the constant 16 where it is (no loop over a
+// variable count per row; the same expression, so the same bits): in a C
+// harness at 28x28x16, 64 images, 0.79 -> 0.70 ms. At 32 and 64 channels
+// it made no difference, and neither did AVX-512.
+VEC void k_bn_dx(float *dx, const float *dy, const float *x, size_t rows, size_t C, const float *mean,
+                 const float *a, const float *b, const float *c, const float *scale, const float *beta, int relu) {
+	if (C == 16)
+		bn_dx(dx, dy, x, rows, 16, mean, a, b, c, scale, beta, relu);
+	else
+		bn_dx(dx, dy, x, rows, C, mean, a, b, c, scale, beta, relu);
 }
 
 // g = dy where y > 0, else 0: the gradient through a ReLU with output y.
