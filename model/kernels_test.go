@@ -75,7 +75,7 @@ func TestBNKernelsWideSameBits(t *testing.T) {
 			s1, g1, r1 := sums(1)
 			s0, g0, r0 := sums(0)
 			for _, p := range []struct {
-				name       string
+				name         string
 				wide, narrow []float64
 			}{{"bnStats", s1, s0}, {"bnGradSums", g1, g0}, {"bnGradSums with the ReLU", r1, r0}} {
 				if err := near.Check(p.narrow, p.wide, 0); err != nil {
