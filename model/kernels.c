@@ -3,7 +3,8 @@
 // Each function is compiled twice on x86-64, for AVX2+FMA and for the
 // baseline, and the loader picks the one the CPU runs (GCC function
 // multi-versioning), so one binary is fast on new machines and still runs
-// on old ones.
+// on old ones. BatchNorm's two sums have an AVX-512 function besides,
+// chosen at run time (wide, below).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define X86 1
 #define VEC __attribute__((target_clones("arch=x86-64-v3", "default")))

@@ -44,8 +44,9 @@ func TestBNStats(t *testing.T) {
 // their AVX-512 versions (kernels.c's bn_stats_v4, grad_sums_v4) as
 // through the AVX2 and baseline code, on channel counts that take the
 // 16-channel paths (16, 32, 48, 64) and the general one (5), rows that
-// end inside a 32-row block, and under both masks. TestBNStats and the
-// PyTorch references check the values.
+// end inside a 32-row block, and under both masks: equal values
+// (near.Check with tolerance 0, which NaN fails). TestBNStats and the
+// PyTorch references check the values themselves.
 func TestBNKernelsWideSameBits(t *testing.T) {
 	if !bnWide(-1) {
 		t.Skip("this CPU has no AVX-512 (or the sums' wide versions are off): one path only, nothing to compare")
