@@ -82,42 +82,49 @@ func TestNonFinite(t *testing.T) {
 	}
 }
 
-// TestAdamThreads: an update cut across workers (SetThreads) gives the
-// bits of one thread, finds a NaN in any part, and allocates nothing.
-func TestAdamThreads(t *testing.T) {
+// TestUpdateThreads: AdamW's, Adam's and SGD's updates cut across
+// workers (SetThreads), over runs with and without weight decay that the
+// parts' edges fall inside, give the bits of one thread, find a NaN in
+// any part, and allocate nothing.
+func TestUpdateThreads(t *testing.T) {
 	const n = 3<<20 + 5
-	run := func(threads int, nan bool) ([]float32, bool, float64) {
-		SetThreads(threads)
-		defer SetThreads(1)
-		o, err := New(Config{Name: "adamw", Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}, n)
-		if err != nil {
-			t.Fatal(err)
+	// Spans without decay: one inside the first part, one across the edge
+	// of the first and second of 3 parts, one in the last part.
+	spans := []Span{{1000, 2000}, {n/3 - 7, n/3 + 100}, {n - 50, n - 10}}
+	for _, name := range []string{"adamw", "adam", "sgd"} {
+		run := func(threads int, nan bool) ([]float32, bool, float64) {
+			SetThreads(threads)
+			defer SetThreads(1)
+			o, err := New(Config{Name: name, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, Momentum: 0.9, WeightDecay: 0.1, NoDecay: spans}, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, g := make([]float32, n), make([]float32, n)
+			for i := range p {
+				p[i], g[i] = float32(i%1000)/1000, float32(i%777)/777-0.5
+			}
+			if nan {
+				g[n-3] = float32(math.NaN())
+			}
+			ok := o.Step(p, g, 1e-3, 1)
+			allocs := testing.AllocsPerRun(2, func() { o.Step(p, g, 1e-3, 2) })
+			return p, ok, allocs
 		}
-		p, g := make([]float32, n), make([]float32, n)
-		for i := range p {
-			p[i], g[i] = float32(i%1000)/1000, float32(i%777)/777-0.5
+		one, _, _ := run(1, false)
+		three, ok, allocs := run(3, false)
+		if !ok {
+			t.Fatalf("%s: a finite update reported non-finite", name)
 		}
-		if nan {
-			g[n-3] = float32(math.NaN())
+		if allocs != 0 {
+			t.Errorf("%s: an update on 3 threads allocates %v times", name, allocs)
 		}
-		ok := o.Step(p, g, 1e-3, 1)
-		allocs := testing.AllocsPerRun(2, func() { o.Step(p, g, 1e-3, 2) })
-		return p, ok, allocs
-	}
-	one, _, _ := run(1, false)
-	two, ok, allocs := run(3, false)
-	if !ok {
-		t.Fatal("a finite update reported non-finite")
-	}
-	if allocs != 0 {
-		t.Errorf("an update on 3 threads allocates %v times", allocs)
-	}
-	for i := range one {
-		if math.Float32bits(one[i]) != math.Float32bits(two[i]) {
-			t.Fatalf("[%d]: %v on 3 threads, %v on one", i, two[i], one[i])
+		for i := range one {
+			if math.Float32bits(one[i]) != math.Float32bits(three[i]) {
+				t.Fatalf("%s: [%d]: %v on 3 threads, %v on one", name, i, three[i], one[i])
+			}
 		}
-	}
-	if _, ok, _ := run(3, true); ok {
-		t.Error("a NaN in the last part went unnoticed on 3 threads")
+		if _, ok, _ := run(3, true); ok {
+			t.Errorf("%s: a NaN in the last part went unnoticed on 3 threads", name)
+		}
 	}
 }

@@ -97,6 +97,7 @@ type Adam struct {
 	segs                           []segment // runs with and without decay; nil: all decay
 	wg                             sync.WaitGroup
 	bads                           [maxThreads]float32 // each worker's sum of g-g
+	up                             adamUpdate          // the update in progress, for the workers
 }
 
 // maxThreads bounds the workers one update is cut across.
@@ -112,30 +113,36 @@ func (a *Adam) Step(params, grads []float32, lr float32, t int) bool {
 	k := adamStep{b1: float32(a.Beta1), b2: float32(a.Beta2), c1: float32(1 - a.Beta1), c2: float32(1 - a.Beta2),
 		step: lr / float32(1-math.Pow(a.Beta1, float64(t))),
 		rbc2: float32(1 / math.Sqrt(1-math.Pow(a.Beta2, float64(t)))), eps: float32(a.Eps)}
-	wd := float32(a.WeightDecay)
-	var bad float32
-	lo := 0
-	for _, sg := range a.runs(len(params)) {
-		shrink, l2 := float32(1), float32(0)
-		switch {
-		case !sg.Decay:
-		case a.Decoupled:
-			shrink = 1 - lr*wd
-		default:
-			l2 = wd
-		}
-		bad += k.applyPar(params[lo:sg.End], grads[lo:sg.End], a.M[lo:sg.End], a.V[lo:sg.End], shrink, l2, &a.wg, a.bads[:])
-		lo = sg.End
-	}
+	a.up = adamUpdate{a: a, k: k, params: params, grads: grads, lr: lr}
+	bad := applyPar(&a.up, len(params), &a.wg, a.bads[:])
+	a.up = adamUpdate{} // holds no buffers past the call
 	return bad == 0
 }
 
-// runs is the decay segments, or one decaying run over n.
-func (a *Adam) runs(n int) []segment {
-	if a.segs == nil {
-		return []segment{{n, true}}
-	}
-	return a.segs
+// adamUpdate is one Step's update, which any range of the parameters
+// runs alone (par.go).
+type adamUpdate struct {
+	a             *Adam
+	k             adamStep
+	params, grads []float32
+	lr            float32
+}
+
+func (u *adamUpdate) applyRange(lo, hi int) float32 {
+	a, wd := u.a, float32(u.a.WeightDecay)
+	var bad float32
+	runsIn(a.segs, len(u.params), lo, hi, func(i, j int, decay bool) {
+		shrink, l2 := float32(1), float32(0)
+		switch {
+		case !decay:
+		case a.Decoupled:
+			shrink = 1 - u.lr*wd
+		default:
+			l2 = wd
+		}
+		bad += u.k.apply(u.params[i:j], u.grads[i:j], a.M[i:j], a.V[i:j], shrink, l2)
+	})
+	return bad
 }
 
 // adamStep is one update's constants.

@@ -5,6 +5,8 @@ package optim
 */
 import "C"
 
+import "sync"
+
 // SGD is stochastic gradient descent with momentum and L2 weight decay,
 // exactly torch.optim.SGD with dampening 0:
 //
@@ -21,6 +23,9 @@ type SGD struct {
 	// first Step when Momentum is zero.
 	Buf  []float32
 	segs []segment // runs with and without decay; nil: all decay
+	wg   sync.WaitGroup
+	bads [maxThreads]float32 // each worker's sum of g-g
+	up   sgdUpdate           // the update in progress, for the workers
 }
 
 // NewSGD returns an SGD for n parameters.
@@ -38,25 +43,35 @@ func (s *SGD) Step(params, grads []float32, lr float32, _ int) bool {
 	if len(params) != len(grads) || (s.Buf != nil && len(s.Buf) != len(params)) {
 		panic("optim: length mismatch")
 	}
-	runs := s.segs
-	if runs == nil {
-		runs = []segment{{len(params), true}}
-	}
-	var bad float32 // sum of g-g: 0 unless some g is NaN or Inf
-	lo := 0
-	for _, sg := range runs {
+	s.up = sgdUpdate{s: s, params: params, grads: grads, lr: lr}
+	bad := applyPar(&s.up, len(params), &s.wg, s.bads[:]) // sum of g-g: 0 unless some g is NaN or Inf
+	s.up = sgdUpdate{}                                    // holds no buffers past the call
+	return bad == 0
+}
+
+// sgdUpdate is one Step's update, which any range of the parameters runs
+// alone (par.go).
+type sgdUpdate struct {
+	s             *SGD
+	params, grads []float32
+	lr            float32
+}
+
+func (u *sgdUpdate) applyRange(lo, hi int) float32 {
+	s := u.s
+	var bad float32
+	runsIn(s.segs, len(u.params), lo, hi, func(i, j int, decay bool) {
 		wd := s.WeightDecay
-		if !sg.Decay {
+		if !decay {
 			wd = 0
 		}
 		var buf []float32
 		if s.Buf != nil {
-			buf = s.Buf[lo:sg.End]
+			buf = s.Buf[i:j]
 		}
-		bad += s.apply(params[lo:sg.End], grads[lo:sg.End], buf, lr, wd)
-		lo = sg.End
-	}
-	return bad == 0
+		bad += s.apply(u.params[i:j], u.grads[i:j], buf, u.lr, wd)
+	})
+	return bad
 }
 
 // apply updates one run of parameters at weight decay wd (sgd.c's
