@@ -6,8 +6,15 @@ import (
 )
 
 func BenchmarkAdamW30M(b *testing.B) {
-	n := 30_000_000
-	o, _ := New(Config{Name: "adamw", Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}, n)
+	benchSteps(b, Config{Name: "adamw", Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}, 30_000_000)
+}
+
+// benchSteps times c's updates of n parameters.
+func benchSteps(b *testing.B, c Config, n int) {
+	o, err := New(c, n)
+	if err != nil {
+		b.Fatal(err)
+	}
 	p, g := make([]float32, n), make([]float32, n)
 	for i := range g {
 		g[i] = float32(i%13) * 1e-3
@@ -59,18 +66,7 @@ func BenchmarkAdamWGPT(b *testing.B) {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
 			SetThreads(threads)
 			defer SetThreads(1)
-			o, err := New(Config{Name: "adamw", Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, NoDecay: spans}, n)
-			if err != nil {
-				b.Fatal(err)
-			}
-			p, g := make([]float32, n), make([]float32, n)
-			for i := range g {
-				g[i] = float32(i%13) * 1e-3
-			}
-			b.ResetTimer()
-			for i := range b.N {
-				o.Step(p, g, 1e-3, i+1)
-			}
+			benchSteps(b, Config{Name: "adamw", Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, NoDecay: spans}, n)
 		})
 	}
 }
