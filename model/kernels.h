@@ -33,6 +33,9 @@ void k_attention_forward_par(const float *qkv, float *o, float *p, size_t n, siz
 void k_attention_backward_par(float *dqkv, const float *dout, const float *qkv, const float *p, size_t n, size_t t,
                               size_t c, size_t heads, float scale);
 void k_colsum(float *db, const float *dy, size_t rows, size_t C);
+void k_colsum_cols(float *db, const float *dy, size_t rows, size_t C, size_t c0, size_t c1);
+void k_layernorm_sums(float *dw, float *db, const float *dy, const float *x, const float *mean,
+                      const float *rstd, size_t rows, size_t C, size_t c0, size_t c1);
 void k_add(float *y, const float *a, const float *b, size_t n);
 void k_embed(float *y, const float *ids, const float *wte, const float *wpe, size_t rows, size_t T, size_t C);
 void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T, size_t C);
@@ -69,6 +72,11 @@ void k_bn_dx_par(float *dx, const float *dy, const float *x, size_t rows, size_t
 void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n);
 void k_add_par(float *y, const float *a, const float *b, size_t n);
 void k_gelu_par(float *y, const float *x, size_t n);
+void k_layernorm_par(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
+                     size_t rows, size_t C, float eps);
+void k_layernorm_backward_par(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
+                              const float *mean, const float *rstd, size_t rows, size_t C, int add);
+void k_colsum_par(float *db, const float *dy, size_t rows, size_t C);
 void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n);
 void k_xent_par(float *d, const float *logits, const int32_t *labels, size_t rows, size_t V, float scale,
                 double *loss, int64_t *correct);

@@ -198,9 +198,30 @@ VEC void k_layernorm(float *y, float *mean, float *rstd, const float *x, const f
 	}
 }
 
+// ln_param_sums adds row r's dy xhat to dw and dy to db over columns
+// [c0, c1): the parameter sums of k_layernorm_backward, one inline
+// expression for its row loop and for k_layernorm_sums' columns, so that
+// both give the same bits.
+static inline __attribute__((always_inline)) void ln_param_sums(float *dw, float *db, const float *dr, const float *xr,
+                                                               float mu, float rs, size_t c0, size_t c1) {
+	for (size_t c = c0; c < c1; c++) {
+		dw[c] += dr[c] * (xr[c] - mu) * rs;
+		db[c] += dr[c];
+	}
+}
+
+// k_layernorm_sums is k_layernorm_backward's dw and db alone, for
+// columns [c0, c1): each column's sums over the rows in row order, as
+// that loop takes them, so a pass may cut them by columns (par.c).
+VEC void k_layernorm_sums(float *dw, float *db, const float *dy, const float *x, const float *mean,
+                          const float *rstd, size_t rows, size_t C, size_t c0, size_t c1) {
+	for (size_t r = 0; r < rows; r++) ln_param_sums(dw, db, dy + r * C, x + r * C, mean[r], rstd[r], c0, c1);
+}
+
 // LayerNorm backward with xhat = (x - mean) rstd, g = dy w:
 // dx = rstd (g - mean(g) - xhat mean(g xhat)) (set, or added when add),
-// dw += dy xhat, db += dy. dx may be NULL (no input gradient).
+// dw += dy xhat, db += dy. dx may be NULL (no input gradient); dw NULL:
+// dx alone (db is then not read).
 VEC void k_layernorm_backward(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,
                               const float *mean, const float *rstd, size_t rows, size_t C, int add) {
 	for (size_t r = 0; r < rows; r++) {
@@ -222,10 +243,7 @@ VEC void k_layernorm_backward(float *dx, float *dw, float *db, const float *dy, 
 			mg += g;
 			mgx += g * xh;
 		}
-		for (c = 0; c < C; c++) {
-			dw[c] += dr[c] * (xr[c] - mu) * rs;
-			db[c] += dr[c];
-		}
+		if (dw) ln_param_sums(dw, db, dr, xr, mu, rs, 0, C);
 		mg /= (float)C;
 		mgx /= (float)C;
 		if (!dx) continue;
@@ -263,10 +281,14 @@ VEC void k_causal_softmax_backward(float *dp, const float *p, size_t T, float sc
 }
 
 // db[c] += sum over rows of dy[r][c]: a bias gradient.
-VEC void k_colsum(float *db, const float *dy, size_t rows, size_t C) {
+VEC void k_colsum(float *db, const float *dy, size_t rows, size_t C) { k_colsum_cols(db, dy, rows, C, 0, C); }
+
+// k_colsum_cols is k_colsum for columns [c0, c1): each column's sum in
+// row order, so a pass may cut it by columns (par.c) with the same bits.
+VEC void k_colsum_cols(float *db, const float *dy, size_t rows, size_t C, size_t c0, size_t c1) {
 	for (size_t r = 0; r < rows; r++) {
 		const float *dr = dy + r * C;
-		for (size_t c = 0; c < C; c++) db[c] += dr[c];
+		for (size_t c = c0; c < c1; c++) db[c] += dr[c];
 	}
 }
 

@@ -62,12 +62,21 @@ func geluBackward(dx, dy, x []float32, n int) {
 	}
 }
 
+// lnSerial, when true, runs LayerNorm and the bias sums on the calling
+// thread alone, as before their passes (TestLayerNormParSameBits'
+// reference).
+var lnSerial = false
+
 func layerNorm(y, mean, rstd, x, w, b []float32, rows, c int) {
 	need(rows*c, y, x)
 	need(rows, mean, rstd)
 	need(c, w, b)
 	if rows > 0 {
-		C.k_layernorm(f32(y), f32(mean), f32(rstd), f32(x), f32(w), f32(b), C.size_t(rows), C.size_t(c), C.float(lnEps))
+		if lnSerial {
+			C.k_layernorm(f32(y), f32(mean), f32(rstd), f32(x), f32(w), f32(b), C.size_t(rows), C.size_t(c), C.float(lnEps))
+			return
+		}
+		C.k_layernorm_par(f32(y), f32(mean), f32(rstd), f32(x), f32(w), f32(b), C.size_t(rows), C.size_t(c), C.float(lnEps))
 	}
 }
 
@@ -83,7 +92,11 @@ func layerNormBackward(dx, dw, db, dy, x, w, mean, rstd []float32, rows, c int, 
 		dxp = f32(dx)
 	}
 	if rows > 0 {
-		C.k_layernorm_backward(dxp, f32(dw), f32(db), f32(dy), f32(x), f32(w), f32(mean), f32(rstd), C.size_t(rows), C.size_t(c), cbool(add))
+		if lnSerial {
+			C.k_layernorm_backward(dxp, f32(dw), f32(db), f32(dy), f32(x), f32(w), f32(mean), f32(rstd), C.size_t(rows), C.size_t(c), cbool(add))
+			return
+		}
+		C.k_layernorm_backward_par(dxp, f32(dw), f32(db), f32(dy), f32(x), f32(w), f32(mean), f32(rstd), C.size_t(rows), C.size_t(c), cbool(add))
 	}
 }
 
@@ -115,7 +128,11 @@ func colSum(db, dy []float32, rows, c int) {
 	need(rows*c, dy)
 	need(c, db)
 	if rows > 0 {
-		C.k_colsum(f32(db), f32(dy), C.size_t(rows), C.size_t(c))
+		if lnSerial {
+			C.k_colsum(f32(db), f32(dy), C.size_t(rows), C.size_t(c))
+			return
+		}
+		C.k_colsum_par(f32(db), f32(dy), C.size_t(rows), C.size_t(c))
 	}
 }
 
