@@ -72,6 +72,7 @@ void k_bn_dx_par(float *dx, const float *dy, const float *x, size_t rows, size_t
 void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n);
 void k_add_par(float *y, const float *a, const float *b, size_t n);
 void k_gelu_par(float *y, const float *x, size_t n);
+void k_zero_par(float *y, size_t n);
 void k_layernorm_par(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
                      size_t rows, size_t C, float eps);
 void k_layernorm_backward_par(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,

@@ -548,6 +548,16 @@ static void gelu1(float *y, const float *x, const float *unused, size_t n) {
 }
 
 void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n) { flat_run(k_relu_mask, g, dy, y, n); }
+
+static void zero1(float *y, const float *unused, const float *unused2, size_t n) {
+	(void)unused, (void)unused2;
+	memset(y, 0, n * sizeof(float));
+}
+
+// k_zero_par sets n values of y to +0 across the threads: a step's
+// gradient, which the GPT's 30M parameters made 120 MB cleared on the
+// calling thread (Go's clear), about 12 ms a step at any thread count.
+void k_zero_par(float *y, size_t n) { flat_run(zero1, y, y, NULL, n); }
 void k_add_par(float *y, const float *a, const float *b, size_t n) { flat_run(k_add, y, a, b, n); }
 void k_gelu_par(float *y, const float *x, size_t n) { flat_run(gelu1, y, x, NULL, n); }
 void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n) {

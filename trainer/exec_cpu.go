@@ -29,7 +29,7 @@ func newCPUExecutor(s *Session) (Executor, error) {
 	return &cpuExecutor{m: s.Model, opt: s.Opt, blas: s.blas}, nil
 }
 
-func (e *cpuExecutor) ZeroGrad() { clear(e.m.Params.Grad) }
+func (e *cpuExecutor) ZeroGrad() { model.Zero(e.m.Params.Grad) }
 
 // Forward: y holds a label per position of every sample (one for an
 // image, context for gpt); the loss is the mean over them all.

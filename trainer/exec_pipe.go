@@ -134,7 +134,7 @@ func newPipeExecutor(s *Session) (Executor, error) {
 	return e, nil
 }
 
-func (e *pipeExecutor) ZeroGrad() { clear(e.s.Model.Params.Grad) }
+func (e *pipeExecutor) ZeroGrad() { model.Zero(e.s.Model.Params.Grad) }
 
 // Forward keeps the batch: the schedule runs in Backward, where the
 // strategy's ready hook is at hand for the last micro-batch.

@@ -135,7 +135,7 @@ func (z *zeroExecutor) ZeroGrad() {
 	}
 	g := z.m.Params.Grad
 	zeroPages(g, 0, z.lo)
-	clear(g[z.lo:z.hi])
+	model.Zero(g[z.lo:z.hi])
 	zeroPages(g, z.hi, z.n)
 }
 
