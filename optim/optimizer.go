@@ -131,7 +131,7 @@ type adamUpdate struct {
 func (u *adamUpdate) applyRange(lo, hi int) float32 {
 	a, wd := u.a, float32(u.a.WeightDecay)
 	var bad float32
-	runsIn(a.segs, len(u.params), lo, hi, func(i, j int, decay bool) {
+	runsIn(a.segs, lo, hi, func(i, j int, decay bool) {
 		shrink, l2 := float32(1), float32(0)
 		switch {
 		case !decay:

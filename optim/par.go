@@ -83,8 +83,8 @@ func applyPar(r ranger, n int, wg *sync.WaitGroup, bads []float32) float32 {
 }
 
 // runsIn calls f for each part of [lo, hi) that lies in one run of segs
-// (nil: one decaying run over n), with that run's decay.
-func runsIn(segs []segment, n, lo, hi int, f func(a, b int, decay bool)) {
+// (nil: one decaying run), with that run's decay.
+func runsIn(segs []segment, lo, hi int, f func(a, b int, decay bool)) {
 	if segs == nil {
 		f(lo, hi, true)
 		return

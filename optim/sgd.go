@@ -60,7 +60,7 @@ type sgdUpdate struct {
 func (u *sgdUpdate) applyRange(lo, hi int) float32 {
 	s := u.s
 	var bad float32
-	runsIn(s.segs, len(u.params), lo, hi, func(i, j int, decay bool) {
+	runsIn(s.segs, lo, hi, func(i, j int, decay bool) {
 		wd := s.WeightDecay
 		if !decay {
 			wd = 0
