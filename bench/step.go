@@ -131,12 +131,15 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	if err := s.Steps(sb.Steps); err != nil {
 		return err
 	}
+	// The steps' time before the profile is read: naming its tasks reads
+	// this executable's symbol table (tens of milliseconds).
+	t := []float64{time.Since(start).Seconds(), s.Waiting().Seconds(), float64(PeakRSS()), 0, float64(SharedRSS())}
 	var passes []model.Pass
+	var gaps []model.Gap
 	if sb.Passes {
-		passes = model.Passes()
+		passes, gaps = model.Passes(), model.Gaps()
 		model.ProfilePasses(false)
 	}
-	t := []float64{time.Since(start).Seconds(), s.Waiting().Seconds(), float64(PeakRSS()), 0, float64(SharedRSS())}
 	if dev != nil {
 		t[3] = float64(dev.PeakBytes())
 	}
@@ -187,6 +190,7 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 	}
 	if sb.Passes {
 		printPasses(out, passes, sb.Steps, perStep, sb.Simulate > 1)
+		printGaps(out, gaps, sb.Steps)
 	}
 	if len(prof) > 0 {
 		names := slices.SortedFunc(maps.Keys(prof), func(a, b string) int { return cmp.Compare(prof[b], prof[a]) })
@@ -200,6 +204,28 @@ func Step(w *mpi.World, cfg trainer.Config, sb StepBench, out io.Writer) error {
 		}
 	}
 	return devErr
+}
+
+// gapRows is how many of the longest gaps --passes prints.
+const gapRows = 12
+
+// printGaps is --passes' second table: the caller's time between passes,
+// by the pair of passes around it (model.Gap), the longest first. It is
+// where the serial work of a step sits, which a rank's threads do not
+// shorten. The time before the timed steps' first pass and after their
+// last one is not in it.
+func printGaps(out io.Writer, gaps []model.Gap, steps int) {
+	var total time.Duration
+	for _, g := range gaps {
+		total += g.Time
+	}
+	per := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(steps) }
+	fmt.Fprintf(out, "# --passes: %.2f ms per step between passes (the caller's serial work), in %d places; the longest %d:\n", per(total), len(gaps), min(gapRows, len(gaps)))
+	fmt.Fprintf(out, "#   %-30s %-30s %9s %9s\n", "after (units)", "before (units)", "per step", "ms/step")
+	for _, g := range gaps[:min(gapRows, len(gaps))] {
+		fmt.Fprintf(out, "#   %-30s %-30s %9.1f %9.3f\n", fmt.Sprintf("%s (%d)", g.From, g.FromUnits), fmt.Sprintf("%s (%d)", g.To, g.ToUnits),
+			float64(g.Count)/float64(steps), per(g.Time))
+	}
 }
 
 // printPasses is --passes' table: rank 0's passes over the timed steps,

@@ -89,14 +89,14 @@ func (b *GPTBlock) Backward(dx, dy, x, _ []float32, n int) {
 	b.proj.Backward(b.dg, dy, b.g, nil, n)
 	b.gelu.Backward(b.dh, b.dg, b.hid, nil, n)
 	b.fc.Backward(d2, b.dh, b.a2, nil, n)
-	copy(d1, dy)
+	copyPar(d1, dy[:tc])
 	b.ln2.backward(d1, d2, b.x1, n, true)
 	b.attn.Backward(d2, d1, b.a1, nil, n)
 	if dx == nil {
 		b.ln1.Backward(nil, d2, x, nil, n)
 		return
 	}
-	copy(dx[:tc], d1)
+	copyPar(dx[:tc], d1)
 	b.ln1.backward(dx, d2, x, n, true)
 }
 

@@ -39,6 +39,13 @@ void k_layernorm_sums(float *dw, float *db, const float *dy, const float *x, con
 void k_add(float *y, const float *a, const float *b, size_t n);
 void k_embed(float *y, const float *ids, const float *wte, const float *wpe, size_t rows, size_t T, size_t C);
 void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T, size_t C);
+void k_embed_rows(float *y, const float *ids, const float *wte, const float *wpe, size_t r0, size_t r1, size_t T,
+                  size_t C);
+void k_embed_backward_cols(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T,
+                           size_t C, size_t c0, size_t c1);
+void k_embed_par(float *y, const float *ids, const float *wte, const float *wpe, size_t rows, size_t T, size_t C);
+void k_embed_backward_par(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T,
+                          size_t C);
 
 // The thread pool and the passes that run on it (par.c).
 // MAXT: the most threads a pool takes (--threads above it is refused).
@@ -50,6 +57,8 @@ int k_simulate_threads(int T);
 void k_sim_check(int units, int T, double us, int *runs, int *who, double *longest, double *serial, double *span);
 int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait,
                          double *work);
+int k_pass_gap_entry(int i, void **from, size_t *from_units, void **to, size_t *to_units, unsigned long *n,
+                     double *time);
 int k_buffers_misaligned(void);
 int k_pool_check(int passes, int units, unsigned seed);
 void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
@@ -73,6 +82,8 @@ void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n);
 void k_add_par(float *y, const float *a, const float *b, size_t n);
 void k_gelu_par(float *y, const float *x, size_t n);
 void k_zero_par(float *y, size_t n);
+void k_copy_par(float *y, const float *x, size_t n);
+void k_fill_rows_par(float *y, const float *b, size_t rows, size_t c);
 void k_layernorm_par(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
                      size_t rows, size_t C, float eps);
 void k_layernorm_backward_par(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,

@@ -300,7 +300,13 @@ VEC void k_add(float *y, const float *a, const float *b, size_t n) {
 // The embedding's forward: y[r] = wte[id_r] + wpe[r mod T] for rows of C,
 // the token ids as floats (exact below 2^24).
 VEC void k_embed(float *y, const float *ids, const float *wte, const float *wpe, size_t rows, size_t T, size_t C) {
-	for (size_t r = 0; r < rows; r++) {
+	k_embed_rows(y, ids, wte, wpe, 0, rows, T, C);
+}
+
+// k_embed_rows is k_embed's rows [r0, r1) (a part of par.c's pass).
+VEC void k_embed_rows(float *y, const float *ids, const float *wte, const float *wpe, size_t r0, size_t r1, size_t T,
+                      size_t C) {
+	for (size_t r = r0; r < r1; r++) {
 		const float *tok = wte + (size_t)ids[r] * C, *pos = wpe + (r % T) * C;
 		float *yr = y + r * C;
 		for (size_t c = 0; c < C; c++) yr[c] = tok[c] + pos[c];
@@ -310,10 +316,18 @@ VEC void k_embed(float *y, const float *ids, const float *wte, const float *wpe,
 // Its backward: dy's rows added into the rows of the tokens and positions
 // used, in row order (a token used twice gets both, in that order).
 VEC void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T, size_t C) {
+	k_embed_backward_cols(dwte, dwpe, dy, ids, rows, T, C, 0, C);
+}
+
+// k_embed_backward_cols is k_embed_backward's columns [c0, c1): each
+// column's values still added in row order, so any cut of the columns
+// gives the same bits (par.c's pass).
+VEC void k_embed_backward_cols(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T,
+                               size_t C, size_t c0, size_t c1) {
 	for (size_t r = 0; r < rows; r++) {
 		float *tok = dwte + (size_t)ids[r] * C, *pos = dwpe + (r % T) * C;
 		const float *d = dy + r * C;
-		for (size_t c = 0; c < C; c++) {
+		for (size_t c = c0; c < c1; c++) {
 			tok[c] += d[c];
 			pos[c] += d[c];
 		}

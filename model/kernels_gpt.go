@@ -136,6 +136,24 @@ func colSum(db, dy []float32, rows, c int) {
 	}
 }
 
+// copyPar copies x into y (as long), across the rank's threads.
+func copyPar(y, x []float32) {
+	need(len(x), y)
+	if len(x) > 0 {
+		C.k_copy_par(f32(y), f32(x), C.size_t(len(x)))
+	}
+}
+
+// fillRows sets each of y's rows rows of c values to b, across the
+// rank's threads.
+func fillRows(y, b []float32, rows, c int) {
+	need(rows*c, y)
+	need(c, b)
+	if rows > 0 && c > 0 {
+		C.k_fill_rows_par(f32(y), f32(b), C.size_t(rows), C.size_t(c))
+	}
+}
+
 // add sets y = a + b over n values.
 func add(y, a, b []float32, n int) {
 	need(n, y, a, b)
@@ -150,7 +168,7 @@ func embed(y, ids, wte, wpe []float32, rows, t, c int) {
 	need(rows*c, y)
 	need(t*c, wpe)
 	if rows > 0 {
-		C.k_embed(f32(y), f32(ids), f32(wte), f32(wpe), C.size_t(rows), C.size_t(t), C.size_t(c))
+		C.k_embed_par(f32(y), f32(ids), f32(wte), f32(wpe), C.size_t(rows), C.size_t(t), C.size_t(c))
 	}
 }
 
@@ -161,7 +179,11 @@ func embedBackward(dwte, dwpe, dy, ids []float32, rows, t, c int) {
 	need(rows*c, dy)
 	need(t*c, dwpe)
 	if rows > 0 {
-		C.k_embed_backward(f32(dwte), f32(dwpe), f32(dy), f32(ids), C.size_t(rows), C.size_t(t), C.size_t(c))
+		if lnSerial {
+			C.k_embed_backward(f32(dwte), f32(dwpe), f32(dy), f32(ids), C.size_t(rows), C.size_t(t), C.size_t(c))
+			return
+		}
+		C.k_embed_backward_par(f32(dwte), f32(dwpe), f32(dy), f32(ids), C.size_t(rows), C.size_t(t), C.size_t(c))
 	}
 }
 

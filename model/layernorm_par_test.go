@@ -57,3 +57,54 @@ func TestLayerNormParSameBits(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbedParSameBits: the embedding's forward (by rows) and backward
+// (by columns) across 1, 3 and 16 threads give the bits of the formula
+// written as plain loops here: y[r] = wte[id] + wpe[r mod T]; and each of
+// dy's rows added into its token's and position's gradient rows in row
+// order, onto values already there, with tokens repeated (a small
+// vocabulary) so that the order matters.
+func TestEmbedParSameBits(t *testing.T) {
+	defer SetThreads(1)
+	rng := rand.New(rand.NewPCG(52, 53))
+	for _, threads := range []int{1, 3, 16} {
+		SetThreads(threads)
+		for _, sh := range []struct{ rows, T, c, vocab int }{{1024, 256, 384, 50}, {7, 3, 5, 4}, {33, 33, 17, 2}, {40, 8, 100, 3}} {
+			rows, T, c, vocab := sh.rows, sh.T, sh.c, sh.vocab
+			ids := make([]float32, rows)
+			for i := range ids {
+				ids[i] = float32(rng.IntN(vocab))
+			}
+			wte, wpe, dy := normals(rng, vocab*c), normals(rng, T*c), normals(rng, rows*c)
+			dwte0, dwpe0 := normals(rng, vocab*c), normals(rng, T*c)
+			name := fmt.Sprintf("%d threads, %d rows of %d, T %d, vocabulary %d", threads, rows, c, T, vocab)
+
+			y, want := make([]float32, rows*c), make([]float32, rows*c)
+			for r := range rows {
+				for j := range c {
+					want[r*c+j] = wte[int(ids[r])*c+j] + wpe[(r%T)*c+j]
+				}
+			}
+			embed(y, ids, wte, wpe, rows, T, c)
+			if i := firstDiff(y, want); i >= 0 {
+				t.Errorf("%s: y[%d] = %v, want %v", name, i, y[i], want[i])
+			}
+
+			dwte, dwpe := slices.Clone(dwte0), slices.Clone(dwpe0)
+			wantTE, wantPE := slices.Clone(dwte0), slices.Clone(dwpe0)
+			for r := range rows {
+				for j := range c {
+					wantTE[int(ids[r])*c+j] += dy[r*c+j]
+					wantPE[(r%T)*c+j] += dy[r*c+j]
+				}
+			}
+			embedBackward(dwte, dwpe, dy, ids, rows, T, c)
+			if i := firstDiff(dwte, wantTE); i >= 0 {
+				t.Errorf("%s: dwte[%d] = %v, want %v", name, i, dwte[i], wantTE[i])
+			}
+			if i := firstDiff(dwpe, wantPE); i >= 0 {
+				t.Errorf("%s: dwpe[%d] = %v, want %v", name, i, dwpe[i], wantPE[i])
+			}
+		}
+	}
+}

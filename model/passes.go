@@ -65,6 +65,41 @@ func Passes() []Pass {
 	return out
 }
 
+// Gap is the caller's time between two passes, summed over the times
+// one pass of From (cut into FromUnits) was followed by one of To: the
+// serial work of a step, placed by the passes around it (par.c's
+// prof_gap). A step's first pass follows the last of the step before.
+type Gap struct {
+	From, To           string
+	FromUnits, ToUnits int
+	Count              int
+	Time               time.Duration
+}
+
+// Gaps reads the gaps between passes of the pass profile, the longest
+// first.
+func Gaps() []Gap {
+	var out []Gap
+	var addrs []uintptr
+	for i := 0; ; i++ {
+		var from, to unsafe.Pointer
+		var fu, tu C.size_t
+		var n C.ulong
+		var t C.double
+		if C.k_pass_gap_entry(C.int(i), &from, &fu, &to, &tu, &n, &t) == 0 {
+			break
+		}
+		out = append(out, Gap{FromUnits: int(fu), ToUnits: int(tu), Count: int(n), Time: time.Duration(float64(t) * 1e9)})
+		addrs = append(addrs, uintptr(from), uintptr(to))
+	}
+	names := symbolize(addrs)
+	for i := range out {
+		out[i].From, out[i].To = names[2*i], names[2*i+1]
+	}
+	slices.SortStableFunc(out, func(a, b Gap) int { return cmp.Compare(b.Time, a.Time) })
+	return out
+}
+
 // symbolize names each address by the function symbol that holds it in
 // this executable (the C tasks are static functions: the symbol table
 // has them, the dynamic one does not), or writes it in hex.

@@ -7,7 +7,8 @@ import (
 
 // TestPassProfile: the pass profile counts every pass under its task and
 // unit count, times it, keeps the caller's wait inside the pass's time,
-// counts a product made in one call as t_gemm_rows of one unit, and
+// counts a product made in one call as t_gemm_rows of one unit, times
+// the caller's gaps between passes by the passes around them, and
 // records nothing once off. (The tasks' names come from the executable's
 // symbol table, which `go test` strips: e2e's TestBenchStep checks them
 // on the built binary.)
@@ -22,9 +23,29 @@ func TestPassProfile(t *testing.T) {
 		t.Fatalf("%d units did not run exactly once", bad)
 	}
 	a, b, c := make([]float32, 512*256), make([]float32, 256*256), make([]float32, 512*256)
-	sgemm(false, false, 8, 8, 8, 1, a, 256, b, 256, 0, c, 256)       // one call
+	sgemm(false, false, 8, 8, 8, 1, a, 256, b, 256, 0, c, 256) // one call
+	const serial = 30 * time.Millisecond
+	time.Sleep(serial)                                               // the caller's serial work between two passes
 	sgemm(false, false, 512, 256, 256, 1, a, 256, b, 256, 0, c, 256) // 4 parts of 128 rows at 2 threads
 	passes := Passes()
+	// The gaps: 42 passes, 41 gaps between them, the sleep's the longest,
+	// from the one-call product (1 unit) to the cut one (4 units).
+	gaps, n := Gaps(), 0
+	for _, g := range gaps {
+		n += g.Count
+		if g.Time < 0 || g.Count < 1 {
+			t.Errorf("gap %+v: want time >= 0, count >= 1", g)
+		}
+	}
+	if n != 41 || len(gaps) == 0 {
+		t.Fatalf("%d gaps in %d places, want 41: %+v", n, len(gaps), gaps)
+	}
+	if g := gaps[0]; g.FromUnits != 1 || g.ToUnits != 4 || g.Count != 1 || g.Time < serial || g.From != g.To {
+		t.Errorf("longest gap %+v: want the %v sleep, from the product of 1 unit to that of 4", g, serial)
+	}
+	if len(gaps) > 1 && gaps[1].Time >= serial {
+		t.Errorf("second gap %+v: as long as the sleep", gaps[1])
+	}
 	byUnits := map[int][]Pass{}
 	for _, p := range passes {
 		byUnits[p.Units] = append(byUnits[p.Units], p)
@@ -68,6 +89,9 @@ func TestPassProfile(t *testing.T) {
 	poolCheck(5, 3, 1)
 	if p := Passes(); len(p) != 0 {
 		t.Errorf("off, the profile still holds %+v", p)
+	}
+	if g := Gaps(); len(g) != 0 {
+		t.Errorf("off, the profile still holds gaps %+v", g)
 	}
 }
 

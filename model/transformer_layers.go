@@ -181,9 +181,7 @@ func (l *Conv1D) Forward(y, x []float32, n int) {
 		}
 		return
 	}
-	for r := range rows {
-		copy(y[r*l.out:(r+1)*l.out], b)
-	}
+	fillRows(y, b, rows, l.out)
 	sgemm(false, false, rows, l.out, l.in, 1, x, l.in, l.W.Of(l.p.Data), l.out, 1, y, l.out)
 }
 

@@ -34,3 +34,59 @@ func TestZero(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyFillRows: copyPar copies every value (NaN's bits included) and
+// fillRows writes b into every row, at 1, 3 and 16 threads, for sizes
+// around a part's and over it, rows wider than a part among them, and
+// neither touches the values beside its slice.
+func TestCopyFillRows(t *testing.T) {
+	defer SetThreads(1)
+	nan := math.Float32frombits(0x7fc00123)
+	for _, threads := range []int{1, 3, 16} {
+		SetThreads(threads)
+		for _, n := range []int{0, 1, 16383, 16384, 16385, 3<<20 + 7} {
+			src, dst := make([]float32, n), make([]float32, n+2)
+			for i := range src {
+				src[i] = float32(i) + 0.5
+			}
+			if n > 2 {
+				src[1], src[n-1] = nan, float32(math.Copysign(0, -1))
+			}
+			dst[0], dst[n+1] = 7, 9
+			copyPar(dst[1:n+1], src)
+			for i := range n {
+				if math.Float32bits(dst[i+1]) != math.Float32bits(src[i]) {
+					t.Fatalf("%d threads, copy of %d: [%d] = %v, want %v", threads, n, i, dst[i+1], src[i])
+				}
+			}
+			if dst[0] != 7 || dst[n+1] != 9 {
+				t.Fatalf("%d threads, copy of %d: the values beside the slice changed", threads, n)
+			}
+		}
+		for _, sh := range [][2]int{{0, 5}, {1, 384}, {7, 5}, {1024, 1152}, {33, 17}, {3, 20000}, {5, 16384}} {
+			rows, c := sh[0], sh[1]
+			b := make([]float32, c)
+			for i := range b {
+				b[i] = float32(i) - 0.25
+			}
+			if c > 1 {
+				b[1] = nan
+			}
+			y := make([]float32, rows*c+2)
+			for i := range y {
+				y[i] = 3
+			}
+			fillRows(y[1:rows*c+1], b, rows, c)
+			for r := range rows {
+				for j := range c {
+					if math.Float32bits(y[1+r*c+j]) != math.Float32bits(b[j]) {
+						t.Fatalf("%d threads, %dx%d: [%d][%d] = %v, want %v", threads, rows, c, r, j, y[1+r*c+j], b[j])
+					}
+				}
+			}
+			if y[0] != 3 || y[rows*c+1] != 3 {
+				t.Fatalf("%d threads, %dx%d: the values beside the rows changed", threads, rows, c)
+			}
+		}
+	}
+}
