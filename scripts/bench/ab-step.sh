@@ -2,8 +2,9 @@
 # Compares `train bench step` of two builds side by side, interleaved
 # (A B A B ...: the machine is shared and noisy, so a figure from another
 # run is no baseline), and prints every run, each build's median, and the
-# median of the rounds' own ratios (a round's two runs share a stretch of
-# the machine's load, so their ratio moves less than either run).
+# median of the rounds' own speed ratios, old ms/step over new (a round's
+# two runs share a stretch of the machine's load, so their ratio moves
+# less than either run).
 #
 #   scripts/bench/ab-step.sh OLD NEW ROUNDS NP [bench step options...]
 #   scripts/bench/ab-step.sh .dev/base/train ./train 5 2 --model resnet --depth 20
@@ -32,9 +33,11 @@ for i in $(seq 1 "$rounds"); do
 		sps[$which]+="$s "
 		ms[$which]+="$m "
 		rss[$which]+="$r "
-		[[ $which == old ]] && s_old=$s
+		[[ $which == old ]] && m_old=$m
 	done
-	ratios+="$(awk -v a="$s" -v b="$s_old" 'BEGIN{printf "%.4f", a/b}') "
+	# From ms/step, which has more digits than samples/s (the GPT's is
+	# about 2.0 samples/s, printed to one decimal).
+	ratios+="$(awk -v a="$m_old" -v b="$m" 'BEGIN{printf "%.4f", a/b}') "
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 o=$(median <<<"${sps[old]}")
