@@ -129,7 +129,7 @@ func sgemmThreadsSameBits(t *testing.T) {
 			for _, beta := range []float32{0, 1} {
 				name := fmt.Sprintf("%s beta=%v", name, beta)
 				var one []float32
-				for _, threads := range []int{1, 2, 3, 5} {
+				for _, threads := range []int{1, 2, 3, 4, 5} {
 					SetThreads(threads)
 					c := make([]float32, m*n)
 					for i := range c {

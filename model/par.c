@@ -1065,17 +1065,18 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 		gemm_one(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
 	}
-	// Two parts a thread, not one block: each call packs B again; and
-	// no part under fewest blocks, which keeps it off the small-matrix
-	// kernel, as the whole product (over 2^21) is.
+	// One part a thread, not one block: each call packs all of B again;
+	// and no part under fewest blocks, which keeps it off the small-matrix
+	// kernel, as the whole product (over 2^21) is. Two parts a thread, as
+	// before, let a thread that finished take the other's second part,
+	// but packed B twice as often: cut into 4 parts on one thread, the
+	// GPT's 13 product shapes took 1.01 to 1.30 times one call (median
+	// 1.15), into 2 parts 0.86 to 1.11 (median 1.04; a throwaway harness
+	// over OpenBLAS, medians of 7 interleaved). The GPT's step at 2 threads, one part a thread against two: 10
+	// of 12 rounds faster, median 1.06 (two sittings of 6 rounds).
 	size_t units = m / GEMM_BLOCK, fewest = (size_t)(BLAS_SMALL / ((double)GEMM_BLOCK * n * k)) + 1;
-	// Parts a multiple of the threads where they are big enough: 3 parts
-	// on 2 threads take as long as 4.
 	size_t T = (size_t)nthreads, parts = units / fewest;
-	if (parts >= 2 * T)
-		parts = 2 * T;
-	else if (parts >= T)
-		parts = T;
+	if (parts > T) parts = T;
 	// And no part under PART_ROWS rows (each part packs all of B again),
 	// unless the product is large enough to give each thread PART_WORK.
 	size_t most = m / PART_ROWS, spread = mnk / PART_WORK;

@@ -15,8 +15,8 @@ import (
 func TestPassProfile(t *testing.T) {
 	defer SetThreads(1)
 	defer ProfilePasses(false)
-	if got := SetThreads(2); got != 2 {
-		t.Fatalf("SetThreads(2) gave %d threads", got)
+	if got := SetThreads(5); got != 5 {
+		t.Fatalf("SetThreads(5) gave %d threads", got)
 	}
 	ProfilePasses(true)
 	if bad := poolCheck(40, 4, 7); bad != 0 { // passes of 1, 2, 3, 4, 1, ... units
@@ -26,10 +26,10 @@ func TestPassProfile(t *testing.T) {
 	sgemm(false, false, 8, 8, 8, 1, a, 256, b, 256, 0, c, 256) // one call
 	const serial = 30 * time.Millisecond
 	time.Sleep(serial)                                               // the caller's serial work between two passes
-	sgemm(false, false, 512, 256, 256, 1, a, 256, b, 256, 0, c, 256) // 4 parts of 128 rows at 2 threads
+	sgemm(false, false, 512, 256, 256, 1, a, 256, b, 256, 0, c, 256) // 5 parts of 96 to 128 rows at 5 threads
 	passes := Passes()
 	// The gaps: 42 passes, 41 gaps between them, the sleep's the longest,
-	// from the one-call product (1 unit) to the cut one (4 units).
+	// from the one-call product (1 unit) to the cut one (5 units).
 	gaps, n := Gaps(), 0
 	for _, g := range gaps {
 		n += g.Count
@@ -40,8 +40,8 @@ func TestPassProfile(t *testing.T) {
 	if n != 41 || len(gaps) == 0 {
 		t.Fatalf("%d gaps in %d places, want 41: %+v", n, len(gaps), gaps)
 	}
-	if g := gaps[0]; g.FromUnits != 1 || g.ToUnits != 4 || g.Count != 1 || g.Time < serial || g.From != g.To {
-		t.Errorf("longest gap %+v: want the %v sleep, from the product of 1 unit to that of 4", g, serial)
+	if g := gaps[0]; g.FromUnits != 1 || g.ToUnits != 5 || g.Count != 1 || g.Time < serial || g.From != g.To {
+		t.Errorf("longest gap %+v: want the %v sleep, from the product of 1 unit to that of 5", g, serial)
 	}
 	if len(gaps) > 1 && gaps[1].Time >= serial {
 		t.Errorf("second gap %+v: as long as the sleep", gaps[1])
@@ -54,7 +54,7 @@ func TestPassProfile(t *testing.T) {
 		}
 	}
 	// poolCheck's task, 10 passes of each of 1 to 4 units; the products'
-	// task at 1 and 4 units: 6 kinds, two tasks.
+	// task at 1 and 5 units: 6 kinds, two tasks.
 	if len(passes) != 6 {
 		t.Fatalf("%d kinds of pass, want 6: %+v", len(passes), passes)
 	}
@@ -62,11 +62,11 @@ func TestPassProfile(t *testing.T) {
 		t.Fatalf("passes of 2 units: %+v, want poolCheck's alone", byUnits[2])
 	}
 	check, gemm := byUnits[2][0].Task, ""
-	for units := 1; units <= 4; units++ {
+	for units := 1; units <= 5; units++ {
 		for _, p := range byUnits[units] {
 			switch {
 			case p.Task == check && p.Count == 10:
-			case (units == 1 || units == 4) && p.Count == 1 && (gemm == "" || gemm == p.Task) && p.Task != check:
+			case (units == 1 || units == 5) && p.Count == 1 && (gemm == "" || gemm == p.Task) && p.Task != check:
 				gemm = p.Task
 			default:
 				t.Errorf("%+v: not one of poolCheck's 10 passes of %d units, nor a product", p, units)
@@ -80,7 +80,7 @@ func TestPassProfile(t *testing.T) {
 			t.Errorf("%+v: waited with no other thread", p)
 		}
 	}
-	for _, p := range byUnits[4] {
+	for _, p := range byUnits[5] {
 		if p.Wait >= p.Total {
 			t.Errorf("%+v: waited the whole pass: the caller's own units not counted", p)
 		}
