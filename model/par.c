@@ -615,6 +615,7 @@ static void zero1(float *y, const float *unused, const float *unused2, size_t n)
 // gradient, which the GPT's 30M parameters made 120 MB cleared on the
 // calling thread (Go's clear), about 12 ms a step at any thread count.
 void k_zero_par(float *y, size_t n) { flat_run(zero1, y, y, NULL, n); }
+
 static void copy1(float *y, const float *x, const float *unused, size_t n) {
 	(void)unused;
 	memcpy(y, x, n * sizeof(float));
