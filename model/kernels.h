@@ -37,7 +37,6 @@ void k_colsum_cols(float *db, const float *dy, size_t rows, size_t C, size_t c0,
 void k_layernorm_sums(float *dw, float *db, const float *dy, const float *x, const float *mean,
                       const float *rstd, size_t rows, size_t C, size_t c0, size_t c1);
 void k_add(float *y, const float *a, const float *b, size_t n);
-void k_embed(float *y, const float *ids, const float *wte, const float *wpe, size_t rows, size_t T, size_t C);
 void k_embed_backward(float *dwte, float *dwpe, const float *dy, const float *ids, size_t rows, size_t T, size_t C);
 void k_embed_rows(float *y, const float *ids, const float *wte, const float *wpe, size_t r0, size_t r1, size_t T,
                   size_t C);

@@ -297,13 +297,9 @@ VEC void k_add(float *y, const float *a, const float *b, size_t n) {
 	for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
-// The embedding's forward: y[r] = wte[id_r] + wpe[r mod T] for rows of C,
-// the token ids as floats (exact below 2^24).
-VEC void k_embed(float *y, const float *ids, const float *wte, const float *wpe, size_t rows, size_t T, size_t C) {
-	k_embed_rows(y, ids, wte, wpe, 0, rows, T, C);
-}
-
-// k_embed_rows is k_embed's rows [r0, r1) (a part of par.c's pass).
+// The embedding's forward over rows [r0, r1) (a part of par.c's pass,
+// k_embed_par): y[r] = wte[id_r] + wpe[r mod T] for rows of C, the token
+// ids as floats (exact below 2^24).
 VEC void k_embed_rows(float *y, const float *ids, const float *wte, const float *wpe, size_t r0, size_t r1, size_t T,
                       size_t C) {
 	for (size_t r = r0; r < r1; r++) {

@@ -62,9 +62,9 @@ func geluBackward(dx, dy, x []float32, n int) {
 	}
 }
 
-// lnSerial, when true, runs LayerNorm and the bias sums on the calling
-// thread alone, as before their passes (TestLayerNormParSameBits'
-// reference).
+// lnSerial, when true, runs LayerNorm, the bias sums and the embedding's
+// gradient on the calling thread alone, as before their passes
+// (TestLayerNormParSameBits' reference).
 var lnSerial = false
 
 func layerNorm(y, mean, rstd, x, w, b []float32, rows, c int) {

@@ -54,10 +54,8 @@ func TestCopyFillRows(t *testing.T) {
 			}
 			dst[0], dst[n+1] = 7, 9
 			copyPar(dst[1:n+1], src)
-			for i := range n {
-				if math.Float32bits(dst[i+1]) != math.Float32bits(src[i]) {
-					t.Fatalf("%d threads, copy of %d: [%d] = %v, want %v", threads, n, i, dst[i+1], src[i])
-				}
+			if i := firstDiff(dst[1:n+1], src); i >= 0 {
+				t.Fatalf("%d threads, copy of %d: [%d] = %v, want %v", threads, n, i, dst[i+1], src[i])
 			}
 			if dst[0] != 7 || dst[n+1] != 9 {
 				t.Fatalf("%d threads, copy of %d: the values beside the slice changed", threads, n)
