@@ -28,15 +28,9 @@
 # linear layers; its convolutions are oneDNN's, which ignores it): the
 # header prints the variable and the CPU, and the script passes the
 # environment unchanged to both. `env -u OPENBLAS_CORETYPE` in front runs
-# both as a machine without the variable would, with one exception: where
-# Debian's OpenBLAS 0.3.21 does not know the CPU it falls back to its
-# Prescott (SSE3) kernels, and train loads it again with the kernels the
-# CPU's features call for (openblas.betterCore). PyTorch would keep
-# Prescott's and run its linear layers 2.5 times slower (the GPT at 2
-# threads on an Emerald Rapids core: 238 and 221 tokens/s against 620 and
-# 517), which no user tuning a run would accept. So with the variable
-# unset the script asks train which kernels it loaded and exports them to
-# both sides; the header says so.
+# both as a machine without the variable would, except where OpenBLAS
+# falls back to its Prescott kernels: then PyTorch gets the kernels train
+# loads (same-blas.sh says why).
 #
 # PyTorch runs twice a round: as installed (glibc's malloc), and with
 # jemalloc preloaded and never handing pages back (PyTorch's CPU tuning
@@ -55,6 +49,7 @@ rounds=${1:?usage: cpu-vs-torch.sh ROUNDS GPT_DATA [T]}
 data=${2:?}
 T=${3:-$(nproc)}
 here=$(dirname "$(realpath "$0")")
+. "$here/same-blas.sh"
 train=${TRAIN_BIN:-$here/../../train}
 export TRAIN_METRICS_ADDR=
 # PYTHON and JEMALLOC name others (the GPU machine's PyTorch, a carried
@@ -121,17 +116,7 @@ run() {
 
 echo "# $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $rounds rounds, T=$T; PyTorch $("$python" -c 'import torch; print(torch.__version__)')"
 echo "# CPU: $(awk -F': ' '/^model name/{m=$2} /^cpu family/{f=$2} /^model\t/{n=$2} END{print m", family "f" model "n}' /proc/cpuinfo); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE-(unset)}"
-if [[ -z ${OPENBLAS_CORETYPE+x} ]]; then
-	# The kernels train loads, from its own header line ("blas: OpenBLAS
-	# Cooperlake (OpenBLAS did not know this CPU ...").
-	probe=$("$train" bench step --model mlp --steps 1 --warmup 0 --threads 1 2>&1) || { echo "cpu-vs-torch.sh: $train bench step failed: $probe" >&2; exit 1; }
-	if [[ $probe == *"did not know this CPU"* ]]; then
-		core=$(sed -n 's/.*blas: OpenBLAS \([A-Za-z0-9]*\) (OpenBLAS did not know.*/\1/p' <<<"$probe" | head -1)
-		[[ -n $core ]] || { echo "cpu-vs-torch.sh: cannot read the kernels train loaded from: $probe" >&2; exit 1; }
-		export OPENBLAS_CORETYPE=$core
-		echo "# OpenBLAS fell back to Prescott's kernels on this CPU; train loads $core's, so both sides run with OPENBLAS_CORETYPE=$core"
-	fi
-fi
+same_blas "$train"
 resnet=(--model resnet --depth 20 --batch-size 64 --steps 20 --warmup 3)
 mlp=(--model mlp --hidden 256 --batch-size 64 --steps 200 --warmup 20)
 gpt=(--layers 6 --heads 6 --dim 384 --context 256 --batch-size 4)

@@ -22,11 +22,13 @@ while [[ $# -gt 0 ]]; do
 	shift 2
 done
 here=$(dirname "$(realpath "$0")")
+. "$here/same-blas.sh"
 train=${TRAIN_BIN:-$here/../../train}
 mpi=(mpirun -np "$np" --oversubscribe)
 [[ $EUID -eq 0 ]] && mpi+=(--allow-run-as-root)
 export TRAIN_METRICS_ADDR=
 sizes=(--layers "${o[layers]}" --heads "${o[heads]}" --dim "${o[dim]}" --context "${o[context]}" --batch-size "${o[batch-size]}" --threads "${o[threads]}")
+same_blas "$train"
 echo "# np $np, ${sizes[*]}, ${o[warmup]} warm-up + ${o[steps]} timed steps, AdamW; data $data"
 tt="" tr="" pt="" pr=""
 for i in $(seq 1 "$rounds"); do

@@ -15,6 +15,7 @@ rounds=${1:?usage: resnet50-vs-torch.sh ROUNDS DIR [STEPS]}
 dir=${2:?}
 steps=${3:-6} # even: train logs every 2 steps
 here=$(dirname "$(realpath "$0")")
+. "$here/same-blas.sh"
 train=${TRAIN_BIN:-$here/../../train}
 export TRAIN_METRICS_ADDR=
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -24,6 +25,7 @@ if [[ ! -d $dir/val ]]; then
 fi
 mpi=(mpirun -np 2 --oversubscribe)
 [[ $EUID -eq 0 ]] && mpi+=(--allow-run-as-root)
+same_blas "$train"
 echo "commit $(git -C "$here" rev-parse --short HEAD), $(nproc) cores"
 ours="" theirs="" rss_o="" rss_t=""
 for r in $(seq "$rounds"); do
