@@ -17,19 +17,24 @@
 // split into bf16 parts and the tile layouts) and without it, and the
 // mean error against a float64 sum over 4,096 sampled entries (as a
 // fraction of the sum of |a b|), for both. On the Emerald Rapids core of
-// the 34th session (family 6 model 207, 2 vCPUs): AMX ran 1.6 to 2.3
-// TFLOP/s of bf16 in a register-only loop (12 to 17 times SGEMM 1024^3),
-// so six products bound it at 2.0 to 2.8 times SGEMM; this kernel (2x2
-// tiles of 16x16, panels of NC columns) reached 170 to 190 GFLOP/s
-// without packing (1.1 to 1.3x SGEMM, about half of AMX's rate), 0.7 to
-// 0.95x with it (packing 18 to 42% of its time), and its error was 3.2e-9
+// the 34th session (family 6 model 207, 2 vCPUs): this kernel (2x2 tiles
+// of 16x16, panels of NC columns) reached 165 to 210 GFLOP/s without
+// packing (1.1 to 1.3x SGEMM), 0.7 to 1.07x with it (packing 16 to 46% of
+// its time, the scalar VNNI scatter most of it), and its error was 3.2e-9
 // to 3.8e-9 against SGEMM's 8.3e-9 to 1.7e-8 (7.2e-9 with the six
-// products interleaved chunk by chunk, no faster). Not memory: the same
-// 2x2 block on data held in L1 (32x32 outputs, K 256) ran 720 to 790
-// GFLOP/s of bf16, so a tile load waiting on the products that still read
-// its register bounds it. Left: hiding that (oneDNN's brgemm), packing
-// the weights once a step, vectorised VNNI packing; at best about 2x
-// SGEMM, so about 1.2 to 1.5x on the GPT's step, on AMX cores only.
+// products interleaved chunk by chunk, no faster). AMX's own rate on that
+// VM swung from one run to the next, a few seconds apart: TDPBF16PS on
+// registers alone 1.0 to 2.3 TFLOP/s of bf16 (six products: 1.1 to 2.6x
+// SGEMM), a 2x2 block over data held in L1 (32x32 outputs, K 256) 0.7 to
+// 2.7, while OpenBLAS's SGEMM held 145 to 157 GFLOP/s (a likely cause: a
+// physical core's two hyperthreads share one AMX unit, and the host's
+// other one is not ours to see). So on
+// that machine no tuning of this kernel could be measured, nor would
+// train's step be steady on it. Blocking K (KC 64 to 256, the A block in
+// L1, C tiles through a buffer) did not move the kernel's 165 to 210.
+// Left: packing the weights once a step, vectorised VNNI packing,
+// prefetching; at best about 2x SGEMM, so about 1.2 to 1.5x on the GPT's
+// step, on AMX cores only, and with other bits than OpenBLAS's.
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdint.h>
