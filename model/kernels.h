@@ -83,6 +83,7 @@ void k_gelu_par(float *y, const float *x, size_t n);
 void k_zero_par(float *y, size_t n);
 void k_copy_par(float *y, const float *x, size_t n);
 void k_fill_rows_par(float *y, const float *b, size_t rows, size_t c);
+void k_add_rows_par(float *y, const float *b, size_t rows, size_t c);
 void k_layernorm_par(float *y, float *mean, float *rstd, const float *x, const float *w, const float *b,
                      size_t rows, size_t C, float eps);
 void k_layernorm_backward_par(float *dx, float *dw, float *db, const float *dy, const float *x, const float *w,

@@ -154,6 +154,16 @@ func fillRows(y, b []float32, rows, c int) {
 	}
 }
 
+// addRows adds b (c values) onto each of y's rows rows of c values, across
+// the rank's threads.
+func addRows(y, b []float32, rows, c int) {
+	need(rows*c, y)
+	need(c, b)
+	if rows > 0 && c > 0 {
+		C.k_add_rows_par(f32(y), f32(b), C.size_t(rows), C.size_t(c))
+	}
+}
+
 // add sets y = a + b over n values.
 func add(y, a, b []float32, n int) {
 	need(n, y, a, b)

@@ -649,6 +649,23 @@ void k_fill_rows_par(float *y, const float *b, size_t rows, size_t c) {
 	run((rows + f.per - 1) / f.per, t_fill_rows, &f);
 }
 
+static void t_add_rows(void *p, size_t lo, size_t hi, int w) {
+	struct fill *f = p;
+	size_t r1 = hi * f->per < f->rows ? hi * f->per : f->rows;
+	(void)w;
+	for (size_t r = lo * f->per; r < r1; r++) k_add(f->y + r * f->c, f->y + r * f->c, f->b, f->c);
+}
+
+// k_add_rows_par adds b (c) onto every one of rows rows of y (rows, c)
+// across the threads: a row-split (tensor-parallel) linear layer's bias,
+// added after the shards' outputs are summed. It was one k_add_par call
+// a row from Go (1,024 a layer at the bench's size, each under a pass's
+// grain, so all on the caller).
+void k_add_rows_par(float *y, const float *b, size_t rows, size_t c) {
+	struct fill f = {y, b, rows, c, rows_each(c)};
+	run((rows + f.per - 1) / f.per, t_add_rows, &f);
+}
+
 void k_add_par(float *y, const float *a, const float *b, size_t n) { flat_run(k_add, y, a, b, n); }
 void k_gelu_par(float *y, const float *x, size_t n) { flat_run(gelu1, y, x, NULL, n); }
 void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n) {

@@ -176,9 +176,7 @@ func (l *Conv1D) Forward(y, x []float32, n int) {
 	if l.par == byRows {
 		sgemm(false, false, rows, l.out, l.in, 1, x, l.in, l.W.Of(l.p.Data), l.out, 0, y, l.out)
 		l.mode.TensorReduce(y[:rows*l.out])
-		for r := range rows {
-			add(y[r*l.out:(r+1)*l.out], y[r*l.out:(r+1)*l.out], b, l.out)
-		}
+		addRows(y, b, rows, l.out)
 		return
 	}
 	fillRows(y, b, rows, l.out)

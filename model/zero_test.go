@@ -35,8 +35,8 @@ func TestZero(t *testing.T) {
 	}
 }
 
-// TestCopyFillRows: copyPar copies every value (NaN's bits included) and
-// fillRows writes b into every row, at 1, 3 and 16 threads, for sizes
+// TestCopyFillRows: copyPar copies every value (NaN's bits included),
+// fillRows writes b into every row and addRows adds it onto every row, at 1, 3 and 16 threads, for sizes
 // around a part's and over it, rows wider than a part among them, and
 // neither touches the values beside its slice.
 func TestCopyFillRows(t *testing.T) {
@@ -84,6 +84,19 @@ func TestCopyFillRows(t *testing.T) {
 			}
 			if y[0] != 3 || y[rows*c+1] != 3 {
 				t.Fatalf("%d threads, %dx%d: the values beside the rows changed", threads, rows, c)
+			}
+			// addRows onto distinct values, against Go's float32 sums.
+			want := make([]float32, rows*c)
+			for i := range want {
+				y[1+i] = float32(i%977)*0.37 - 11
+				want[i] = y[1+i] + b[i%c]
+			}
+			addRows(y[1:rows*c+1], b, rows, c)
+			if i := firstDiff(y[1:rows*c+1], want); i >= 0 {
+				t.Fatalf("%d threads, %dx%d: addRows [%d][%d] = %v, want %v", threads, rows, c, i/c, i%c, y[1+i], want[i])
+			}
+			if y[0] != 3 || y[rows*c+1] != 3 {
+				t.Fatalf("%d threads, %dx%d: addRows changed the values beside the rows", threads, rows, c)
 			}
 		}
 	}
