@@ -4,7 +4,8 @@
 # one thread per rank, side by side and interleaved (train, PyTorch,
 # PyTorch with jemalloc, train, ...: the machine is shared and noisy, so a
 # figure from another run is no baseline). Prints every run, each side's
-# median and peak RSS per rank, and the ratios of the medians.
+# median and peak RSS per rank, the ratios of the medians, and each
+# round's own ratio of train to the faster PyTorch with their median.
 #
 #   scripts/bench/cpu-vs-torch.sh ROUNDS GPT_DATA [T]
 #   scripts/bench/cpu-vs-torch.sh 5 data/kjv        # T: this machine's cores
@@ -86,7 +87,7 @@ run() {
 	[[ $np -eq 1 ]] && mpi+=(--bind-to none)
 	local unit=samples/s key=samples_per_s
 	[[ ${pargs[0]} == *torch_gpt.py ]] && unit=tokens/s key=tokens_per_s
-	local tt="" pt="" jt="" tr="" pr="" jr=""
+	local tt="" pt="" jt="" tr="" pr="" jr="" rr=""
 	echo "## $name: np $np, $threads thread(s) per rank"
 	for i in $(seq 1 "$rounds"); do
 		out0=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads")
@@ -107,11 +108,16 @@ run() {
 			END { if (m != "") printf "; of SGEMM 1024^3 (%s GFLOP/s per rank, same run): train %.2f, PyTorch %.2f, PyTorch+jemalloc %.2f", g, m, m*p/t, m*j/t }' <<<"$out0")
 		echo "round $i: train $t $unit (peak RSS $r MiB), PyTorch $p $unit (peak RSS $q MiB), PyTorch+jemalloc $j $unit (peak RSS $k MiB)$at"
 		tt+="$t " pt+="$p " jt+="$j " tr+="$r " pr+="$q " jr+="$k "
+		# The round's own ratio: train over the faster PyTorch of the same
+		# round (the machine drifts between rounds; a ratio within one is
+		# steadier than the ratio of the medians).
+		rr+="$(awk -v t="$t" -v p="$p" -v j="$j" 'BEGIN{printf "%.2f", t/(p>j?p:j)}') "
 	done
 	a=$(median <<<"$tt")
 	b=$(median <<<"$pt")
 	c=$(median <<<"$jt")
 	echo "median $unit: train $a, PyTorch $b, PyTorch+jemalloc $c; train/PyTorch $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", a/b}'), train/(PyTorch+jemalloc) $(awk -v a="$a" -v b="$c" 'BEGIN{printf "%.2f", a/b}'); median peak RSS per rank (MiB): train $(median <<<"$tr"), PyTorch $(median <<<"$pr"), PyTorch+jemalloc $(median <<<"$jr")"
+	echo "rounds' train/(faster PyTorch): ${rr% }; median $(median <<<"$rr")"
 }
 
 echo "# $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $rounds rounds, T=$T; PyTorch $("$python" -c 'import torch; print(torch.__version__)')"
