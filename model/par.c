@@ -843,6 +843,16 @@ struct attn {
 	float scale;
 };
 
+// ABLOCK: the rows of a block of the causal products. Row i attends to
+// positions j <= i only, so a block of rows [r0, r1) needs the scores of
+// columns [0, r1) and its output the probabilities and values there:
+// with 4 blocks of 64 at the GPT's T = 256, 10/16 of the full products
+// (the upper triangle of zeros is skipped, not multiplied). The backward
+// takes the same triangle: dV's and dK's rows [c0, c1) sum over the
+// positions i >= c0. Each unit is one thread's calls, fixed by the shape:
+// the same bits at any thread count.
+#define ABLOCK 64
+
 static void t_attn_fwd(void *pp, size_t lo, size_t hi, int w) {
 	struct attn *a = pp;
 	size_t t = a->t, c = a->c, hd = a->hd, c3 = 3 * c;
@@ -850,11 +860,18 @@ static void t_attn_fwd(void *pp, size_t lo, size_t hi, int w) {
 	for (size_t u = lo; u < hi; u++) {
 		size_t s = u / a->heads, h = u % a->heads;
 		const float *q = a->qkv + s * t * c3 + h * hd, *k = q + c, *v = q + 2 * c;
-		float *p = a->p + u * t * t;
-		// scores (T, T) = q k^T / sqrt(hd); only j <= i is used.
-		k_sgemm1(0, 1, t, t, hd, a->scale, q, c3, k, c3, 0, p, t);
+		float *p = a->p + u * t * t, *o = a->o + s * t * c + h * hd;
+		// scores (T, T) = q k^T / sqrt(hd), for j < r1 in the rows of a
+		// block (the softmax reads j <= i and zeroes the rest of the row).
+		for (size_t r0 = 0; r0 < t; r0 += ABLOCK) {
+			size_t r1 = r0 + ABLOCK < t ? r0 + ABLOCK : t;
+			k_sgemm1(0, 1, r1 - r0, r1, hd, a->scale, q + r0 * c3, c3, k, c3, 0, p + r0 * t, t);
+		}
 		k_causal_softmax(p, t);
-		k_sgemm1(0, 0, t, hd, t, 1, p, t, v, c3, 0, a->o + s * t * c + h * hd, c);
+		for (size_t r0 = 0; r0 < t; r0 += ABLOCK) {
+			size_t r1 = r0 + ABLOCK < t ? r0 + ABLOCK : t;
+			k_sgemm1(0, 0, r1 - r0, hd, r1, 1, p + r0 * t, t, v, c3, 0, o + r0 * c, c);
+		}
 	}
 }
 
@@ -875,11 +892,27 @@ static void t_attn_bwd(void *pp, size_t lo, size_t hi, int w) {
 		const float *q = a->qkv + s * t * c3 + h * hd, *k = q + c, *v = q + 2 * c;
 		float *dq = a->dqkv + s * t * c3 + h * hd, *dk = dq + c, *dv = dq + 2 * c;
 		const float *dO = a->dout + s * t * c + h * hd, *p = a->p + u * t * t;
-		k_sgemm1(1, 0, t, hd, t, 1, p, t, dO, c, 0, dv, c3);
-		k_sgemm1(0, 1, t, t, hd, 1, dO, c, v, c3, 0, dp, t);
+		// dV = P^T dO: rows [r0, r1) of dV from positions i >= r0.
+		for (size_t r0 = 0; r0 < t; r0 += ABLOCK) {
+			size_t r1 = r0 + ABLOCK < t ? r0 + ABLOCK : t;
+			k_sgemm1(1, 0, r1 - r0, hd, t - r0, 1, p + r0 * t + r0, t, dO + r0 * c, c, 0, dv + r0 * c3, c3);
+		}
+		// dP = dO V^T for j < r1 (the softmax's backward reads j <= i and
+		// zeroes the rest of the row).
+		for (size_t r0 = 0; r0 < t; r0 += ABLOCK) {
+			size_t r1 = r0 + ABLOCK < t ? r0 + ABLOCK : t;
+			k_sgemm1(0, 1, r1 - r0, r1, hd, 1, dO + r0 * c, c, v, c3, 0, dp + r0 * t, t);
+		}
 		k_causal_softmax_backward(dp, p, t, a->scale);
-		k_sgemm1(0, 0, t, hd, t, 1, dp, t, k, c3, 0, dq, c3);
-		k_sgemm1(1, 0, t, hd, t, 1, dp, t, q, c3, 0, dk, c3);
+		// dQ = dS K over j < r1; dK = dS^T Q over i >= r0.
+		for (size_t r0 = 0; r0 < t; r0 += ABLOCK) {
+			size_t r1 = r0 + ABLOCK < t ? r0 + ABLOCK : t;
+			k_sgemm1(0, 0, r1 - r0, hd, r1, 1, dp + r0 * t, t, k, c3, 0, dq + r0 * c3, c3);
+		}
+		for (size_t r0 = 0; r0 < t; r0 += ABLOCK) {
+			size_t r1 = r0 + ABLOCK < t ? r0 + ABLOCK : t;
+			k_sgemm1(1, 0, r1 - r0, hd, t - r0, 1, dp + r0 * t + r0, t, q + r0 * c3, c3, 0, dk + r0 * c3, c3);
+		}
 	}
 }
 
