@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compares `train bench step` of two builds side by side, interleaved
-# (A B A B ...: the machine is shared and noisy, so a figure from another
+# (A B, B A, A B ...: the machine is shared and noisy, so a figure from another
 # run is no baseline), and prints every run, each build's median, and the
 # median of the rounds' own speed ratios, old ms/step over new (a round's
 # two runs share a stretch of the machine's load, so their ratio moves
@@ -22,7 +22,11 @@ export TRAIN_METRICS_ADDR=
 declare -A sps ms rss
 ratios=""
 for i in $(seq 1 "$rounds"); do
-	for which in old new; do
+	# A B, then B A: a machine that slows (or speeds up) through the
+	# rounds would otherwise always favour the build that runs first.
+	order="old new"
+	((i % 2 == 0)) && order="new old"
+	for which in $order; do
 		bin=$old
 		[[ $which == new ]] && bin=$new
 		out=$("${mpi[@]}" "$bin" bench step "$@")
@@ -33,11 +37,11 @@ for i in $(seq 1 "$rounds"); do
 		sps[$which]+="$s "
 		ms[$which]+="$m "
 		rss[$which]+="$r "
-		[[ $which == old ]] && m_old=$m
+		if [[ $which == old ]]; then m_old=$m; else m_new=$m; fi
 	done
 	# From ms/step, which has more digits than samples/s (the GPT's is
 	# about 2.0 samples/s, printed to one decimal).
-	ratios+="$(awk -v a="$m_old" -v b="$m" 'BEGIN{printf "%.4f", a/b}') "
+	ratios+="$(awk -v a="$m_old" -v b="$m_new" 'BEGIN{printf "%.4f", a/b}') "
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 o=$(median <<<"${sps[old]}")
