@@ -828,11 +828,11 @@ void k_xent_par(float *d, const float *logits, const int32_t *labels, size_t row
 
 // ---- causal attention: a unit per sample and head ----
 //
-// Each (sample, head) is its own two or four products and its softmax, as
-// model/attention.go did them one after another: there, each product
-// (T x T x hd at the GPT's T = 256, hd = 64) was cut across at most 3
-// threads and the softmax ran on one, so at 16 threads attention was a
-// serial island. A unit computes the whole of its products with
+// Each (sample, head) is its own products (in row blocks, ABLOCK below)
+// and its softmax, as model/attention.go did them one after another:
+// there, each product (T x T x hd at the GPT's T = 256, hd = 64) was cut
+// across at most 3 threads and the softmax ran on one, so at 16 threads
+// attention was a serial island. A unit computes the whole of its products with
 // k_sgemm1, which are k_sgemm's bits (its cuts are chosen to keep them),
 // and writes only its head's columns and its probabilities.
 
@@ -848,8 +848,8 @@ struct attn {
 // columns [0, r1) and its output the probabilities and values there:
 // with 4 blocks of 64 at the GPT's T = 256, 10/16 of the full products
 // (the upper triangle of zeros is skipped, not multiplied). The backward
-// takes the same triangle: dV's and dK's rows [c0, c1) sum over the
-// positions i >= c0. Each unit is one thread's calls, fixed by the shape:
+// takes the same triangle: dV's and dK's rows [r0, r1) sum over the
+// positions i >= r0. Each unit is one thread's calls, fixed by the shape:
 // the same bits at any thread count.
 #define ABLOCK 64
 
