@@ -832,9 +832,10 @@ void k_xent_par(float *d, const float *logits, const int32_t *labels, size_t row
 // and its softmax, as model/attention.go did them one after another:
 // there, each product (T x T x hd at the GPT's T = 256, hd = 64) was cut
 // across at most 3 threads and the softmax ran on one, so at 16 threads
-// attention was a serial island. A unit computes the whole of its products with
-// k_sgemm1, which are k_sgemm's bits (its cuts are chosen to keep them),
-// and writes only its head's columns and its probabilities.
+// attention was a serial island. A unit computes the whole of its
+// products with k_sgemm1, which are k_sgemm's bits (its cuts are chosen
+// to keep them), and writes only its head's columns and its
+// probabilities.
 
 struct attn {
 	const float *qkv, *dout;
@@ -892,15 +893,12 @@ static void t_attn_bwd(void *pp, size_t lo, size_t hi, int w) {
 		const float *q = a->qkv + s * t * c3 + h * hd, *k = q + c, *v = q + 2 * c;
 		float *dq = a->dqkv + s * t * c3 + h * hd, *dk = dq + c, *dv = dq + 2 * c;
 		const float *dO = a->dout + s * t * c + h * hd, *p = a->p + u * t * t;
-		// dV = P^T dO: rows [r0, r1) of dV from positions i >= r0.
+		// dV = P^T dO, its rows [r0, r1) from positions i >= r0; dP = dO V^T
+		// for j < r1 (the softmax's backward reads j <= i and zeroes the
+		// rest of the row).
 		for (size_t r0 = 0; r0 < t; r0 += ABLOCK) {
 			size_t r1 = r0 + ABLOCK < t ? r0 + ABLOCK : t;
 			k_sgemm1(1, 0, r1 - r0, hd, t - r0, 1, p + r0 * t + r0, t, dO + r0 * c, c, 0, dv + r0 * c3, c3);
-		}
-		// dP = dO V^T for j < r1 (the softmax's backward reads j <= i and
-		// zeroes the rest of the row).
-		for (size_t r0 = 0; r0 < t; r0 += ABLOCK) {
-			size_t r1 = r0 + ABLOCK < t ? r0 + ABLOCK : t;
 			k_sgemm1(0, 1, r1 - r0, r1, hd, 1, dO + r0 * c, c, v, c3, 0, dp + r0 * t, t);
 		}
 		k_causal_softmax_backward(dp, p, t, a->scale);
@@ -908,9 +906,6 @@ static void t_attn_bwd(void *pp, size_t lo, size_t hi, int w) {
 		for (size_t r0 = 0; r0 < t; r0 += ABLOCK) {
 			size_t r1 = r0 + ABLOCK < t ? r0 + ABLOCK : t;
 			k_sgemm1(0, 0, r1 - r0, hd, r1, 1, dp + r0 * t, t, k, c3, 0, dq + r0 * c3, c3);
-		}
-		for (size_t r0 = 0; r0 < t; r0 += ABLOCK) {
-			size_t r1 = r0 + ABLOCK < t ? r0 + ABLOCK : t;
 			k_sgemm1(1, 0, r1 - r0, hd, t - r0, 1, dp + r0 * t + r0, t, q + r0 * c3, c3, 0, dk + r0 * c3, c3);
 		}
 	}
@@ -1123,8 +1118,9 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 	// but packed B twice as often: cut into 4 parts on one thread, the
 	// GPT's 13 product shapes took 1.01 to 1.30 times one call (median
 	// 1.15), into 2 parts 0.86 to 1.11 (median 1.04; a throwaway harness
-	// over OpenBLAS, medians of 7 interleaved). The GPT's step at 2 threads, one part a thread against two: 10
-	// of 12 rounds faster, median 1.06 (two sittings of 6 rounds).
+	// over OpenBLAS, medians of 7 interleaved). The GPT's step at 2
+	// threads, one part a thread against two: 10 of 12 rounds faster,
+	// median 1.06 (two sittings of 6 rounds).
 	size_t units = m / GEMM_BLOCK, fewest = (size_t)(BLAS_SMALL / ((double)GEMM_BLOCK * n * k)) + 1;
 	size_t T = (size_t)nthreads, parts = units / fewest;
 	if (parts > T) parts = T;

@@ -36,9 +36,10 @@ func TestZero(t *testing.T) {
 }
 
 // TestCopyFillRows: copyPar copies every value (NaN's bits included),
-// fillRows writes b into every row and addRows adds it onto every row, at 1, 3 and 16 threads, for sizes
-// around a part's and over it, rows wider than a part among them, and
-// neither touches the values beside its slice.
+// fillRows writes b into every row and addRows adds it onto every row,
+// at 1, 3 and 16 threads, for sizes around a part's and over it, rows
+// wider than a part among them, and none touches the values beside its
+// slice.
 func TestCopyFillRows(t *testing.T) {
 	defer SetThreads(1)
 	nan := math.Float32frombits(0x7fc00123)
