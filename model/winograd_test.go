@@ -468,6 +468,7 @@ func TestWinogradProducts(t *testing.T) {
 	const sentinel = float32(12345)
 	rng := rand.New(rand.NewPCG(3, 5))
 	for _, lv := range winoLevels(t) {
+		winoLevel(lv)
 		for _, co := range [][2]int{{16, 16}, {32, 32}, {48, 48}, {64, 64}, {16, 48}, {48, 16}, {128, 32}, {96, 64}} {
 			c, o := co[0], co[1]
 			for _, tiles := range []int{1, 7, 13, 45} {
