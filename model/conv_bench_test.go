@@ -12,7 +12,9 @@ import (
 // stride 1 (the stride-2 3x3 ones and the stride-2 1x1 projections), 64
 // images, one thread, forward and backward (input and weight gradients)
 // apart, through im2col and OpenBLAS and directly (conv_direct.c, where
-// the CPU has AVX-512; --conv winograd's choice): the per-layer peers of
+// the CPU has AVX-512; --conv winograd's choice), with its row paths
+// (direct) and without (direct-ptr, every pixel through the pointer
+// blocks): the per-layer peers of
 // scripts/bench/torch_layers.py's rows of the same names, which `train
 // bench step --passes` lumps into its t_conv_* and t_direct_* rows.
 func BenchmarkConvStrided(b *testing.B) {
@@ -36,17 +38,15 @@ func BenchmarkConvStrided(b *testing.B) {
 		dx, dy := make([]float32, n*conv.InSize()), normals(rand.New(rand.NewPCG(5, 6)), n*conv.OutSize())
 		oh := (sh.h+2*sh.pd-sh.k)/sh.s + 1
 		flop := float64(2 * n * oh * oh * sh.o * sh.c * sh.k * sh.k)
-		for _, direct := range []bool{false, true} {
+		for i, path := range []string{"im2col", "direct", "direct-ptr"} {
+			direct, rows := i > 0, i == 1
 			UseWinograd(direct)
-			path := "im2col"
-			if direct {
-				if !conv.strided() {
-					continue
-				}
-				path = "direct"
+			if direct && !conv.strided() {
+				continue
 			}
 			b.Run(fmt.Sprintf("%s/%s/fwd", sh.name, path), func(b *testing.B) {
 				UseWinograd(direct)
+				defer directRows(directRows(rows))
 				for b.Loop() {
 					conv.Forward(y, x, n)
 				}
@@ -54,6 +54,7 @@ func BenchmarkConvStrided(b *testing.B) {
 			})
 			b.Run(fmt.Sprintf("%s/%s/bwd", sh.name, path), func(b *testing.B) {
 				UseWinograd(direct)
+				defer directRows(directRows(rows))
 				conv.Forward(y, x, n)
 				for b.Loop() {
 					conv.Backward(dx, dy, x, y, n)

@@ -31,3 +31,8 @@ func (directPath) weightGrad(c *Conv2D, dw, dy, x []float32, n int) {
 func (directPath) inputGrad(c *Conv2D, dx, dy []float32, n int) {
 	C.k_direct_dx(c.shape(n), f32(dx), f32(dy), f32(c.W.Of(c.p.Data)))
 }
+
+// directRows turns conv_direct.c's row paths on or off (off: every pixel
+// through the pointer blocks), for the test that holds the two to the
+// same bits, and reports whether they were on.
+func directRows(on bool) bool { return C.k_direct_rows(cbool(on)) != 0 }

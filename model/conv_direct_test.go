@@ -15,7 +15,8 @@ import (
 // stride 3 (dx pixels that no tap reaches) and a padding that exceeds
 // the stride. Several images, so that the weight gradient sums several
 // parts and a block of pixels spans images. Then the same bits at 1 and
-// 3 threads.
+// 3 threads, and with the row paths off (every pixel through the pointer
+// blocks).
 func TestConvDirect(t *testing.T) {
 	defer UseWinograd(winograd)
 	defer SetThreads(1)
@@ -61,6 +62,10 @@ func TestConvDirect(t *testing.T) {
 		}
 		y3, dx3, dw3 := run(3)
 		sameConvBits(t, fmt.Sprintf("%v: ", sh), "at 3 threads", [3][]float32{y, dx, dw}, [3][]float32{y3, dx3, dw3})
+		directRows(false)
+		yp, dxp, dwp := run(1)
+		directRows(true)
+		sameConvBits(t, fmt.Sprintf("%v: ", sh), "with the row paths off", [3][]float32{y, dx, dw}, [3][]float32{yp, dxp, dwp})
 	}
 	// Under --conv im2col, and where a side is not a multiple of 16, im2col.
 	UseWinograd(false)

@@ -170,6 +170,7 @@ void k_few_dw(const struct k_conv_shape *s, float *dw, const float *dy, const fl
 // Strided convolutions of multiples of 16 channels, directly on AVX-512
 // (conv_direct.c; the passes in par.c).
 int k_direct_ok(size_t c, size_t o, size_t k);
+int k_direct_rows(int on);
 void k_direct_forward_part(float *y, const float *x, const float *wk, const struct k_conv_shape *s, size_t n, int add);
 void k_direct_dx_part(float *dx, const float *dy, const float *wd, const struct k_conv_shape *s, size_t n);
 void k_direct_dw_part(float *part, const float *x, const float *dy, const struct k_conv_shape *s, size_t n);
