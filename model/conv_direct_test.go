@@ -13,10 +13,10 @@ import (
 // reach every block width (16 to 64 channels a block, 128 in two), sides
 // that are odd or too short for a whole block, kernels of 1, 2, 5 and 7,
 // stride 3 (dx pixels that no tap reaches) and a padding that exceeds
-// the stride. Several images, so that the weight gradient sums several
-// parts and a block of pixels spans images. Then the same bits at 1 and
-// 3 threads, and with the row paths off (every pixel through the pointer
-// blocks).
+// the stride; a bias on every third shape (the forward then adds to y).
+// Several images, so that the weight gradient sums several parts and a
+// block of pixels spans images. Then the same bits at 1 and 3 threads,
+// and with the row paths off (every pixel through the pointer blocks).
 func TestConvDirect(t *testing.T) {
 	defer UseWinograd(winograd)
 	defer SetThreads(1)
@@ -25,21 +25,29 @@ func TestConvDirect(t *testing.T) {
 	if !probe.strided() {
 		t.Skip("this CPU lacks AVX-512 (x86-64-v4): strided convolutions keep im2col here, and conv_direct.c cannot run")
 	}
-	for _, sh := range [][8]int{ // n, h, w, c, o, k, stride, pad
+	for si, sh := range [][8]int{ // n, h, w, c, o, k, stride, pad
 		{5, 28, 28, 16, 32, 3, 2, 1}, {3, 14, 14, 32, 64, 3, 2, 1}, {5, 28, 28, 16, 32, 1, 2, 0},
 		{2, 9, 7, 48, 16, 3, 2, 1}, {2, 11, 13, 16, 80, 5, 3, 2}, {1, 8, 8, 128, 128, 3, 2, 1},
 		{2, 15, 15, 16, 16, 7, 2, 3}, {3, 6, 7, 16, 48, 2, 2, 0}, {2, 10, 10, 32, 16, 1, 3, 0},
 		{1, 5, 5, 64, 32, 3, 2, 2}, {4, 3, 3, 16, 16, 3, 2, 1},
 	} {
 		n, h, w, c, o, k, st, pd := sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], sh[6], sh[7]
+		// A bias every third shape: the forward then adds to y holding it
+		// (the kernels' add path).
+		bias := si%3 == 1
 		p := &Params{}
-		conv := NewConv2D(p, "c", c, h, w, o, k, st, pd, false)
+		conv := NewConv2D(p, "c", c, h, w, o, k, st, pd, bias)
 		p.Alloc()
 		if !conv.strided() {
 			t.Fatalf("%v: not run directly", sh)
 		}
 		rng := rand.New(rand.NewPCG(uint64(h*w), 11))
 		conv.init(rng)
+		var b []float32
+		if bias {
+			b = conv.B.Of(p.Data)
+			copy(b, normals(rng, o))
+		}
 		x, dy := normals(rng, n*conv.InSize()), normals(rng, n*conv.OutSize())
 		run := func(threads int) (y, dx, dw []float32) {
 			SetThreads(threads)
@@ -54,9 +62,15 @@ func TestConvDirect(t *testing.T) {
 		}
 		y, dx, dw := run(1)
 		wantDx, wantDw := convGrads(x, conv.W.Of(p.Data), dy, n, h, w, c, o, k, st, pd)
-		ey := maxRelErr(y, directConv(x, conv.W.Of(p.Data), n, h, w, c, o, k, st, pd))
+		wantY := directConv(x, conv.W.Of(p.Data), n, h, w, c, o, k, st, pd)
+		for i := range wantY {
+			if bias {
+				wantY[i] += float64(b[i%o])
+			}
+		}
+		ey := maxRelErr(y, wantY)
 		ex, ew := maxRelErr(dx, wantDx), maxRelErr(dw, wantDw)
-		t.Logf("%v: max error / max |.|: y %.2g, dx %.2g, dw %.2g", sh, ey, ex, ew)
+		t.Logf("%v (bias %v): max error / max |.|: y %.2g, dx %.2g, dw %.2g", sh, bias, ey, ex, ew)
 		if !(ey < tolerance[0]) || !(ex < tolerance[0]) || !(ew < tolerance[0]) {
 			t.Errorf("%v: errors y %.3g, dx %.3g, dw %.3g of the largest value, want below %g", sh, ey, ex, ew, tolerance[0])
 		}
