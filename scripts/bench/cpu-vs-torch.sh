@@ -10,11 +10,14 @@
 #   scripts/bench/cpu-vs-torch.sh ROUNDS GPT_DATA [T]
 #   scripts/bench/cpu-vs-torch.sh 5 data/kjv        # T: this machine's cores
 #
-# Then train alone at np=1 with 1 and with T threads, interleaved: how a
-# rank scales with its threads (the issue's target: at least 0.9 T).
-# T one-thread processes, each on its own core and sharing nothing, run
-# in the same rounds: the most T cores give this work here. SCALE_ONLY=1
-# runs only that part, COMPARE_ONLY=1 only the comparisons.
+# Then train alone at np=1 with 1 and with T threads, interleaved (the
+# order alternating round by round): how a rank scales with its threads
+# (the issue's target: at least 0.9 T), with each round's own speed-up
+# and their median. T one-thread processes, each on its own core and
+# sharing nothing, run in the same rounds: the most T cores give this
+# work here. SCALE_ONLY=1 runs only that part, COMPARE_ONLY=1 only the
+# comparisons; WORKLOADS (below) picks both (the scaling part has
+# winograd's ResNet-20 and the GPT).
 #
 # ResNet-20 and the MLP: batch 64 per rank of 1x28x28, SGD with momentum,
 # BatchNorm per rank on both sides (PyTorch DDP's default; train
@@ -154,25 +157,40 @@ scale() {
 	shift 2
 	local mpi=(mpirun -np 1 --bind-to none)
 	[[ $EUID -eq 0 ]] && mpi+=(--allow-run-as-root)
-	local one="" many="" apart=""
+	local one="" many="" apart="" ratios=""
 	echo "## $name: np 1, 1 thread against $T threads, and against $T one-thread processes at once"
 	for i in $(seq 1 "$rounds"); do
-		a=$(twice "${mpi[@]}" "$train" bench step "$@" --threads 1 | awk -v u="$unit" '$1==u{print $2}')
-		b=$(twice "${mpi[@]}" "$train" bench step "$@" --threads "$T" | awk -v u="$unit" '$1==u{print $2}')
+		# Odd rounds run 1 thread first, even ones T threads first: a
+		# machine that drifts through the rounds favours neither.
+		if ((i % 2)); then
+			a=$(twice "${mpi[@]}" "$train" bench step "$@" --threads 1 | awk -v u="$unit" '$1==u{print $2}')
+			b=$(twice "${mpi[@]}" "$train" bench step "$@" --threads "$T" | awk -v u="$unit" '$1==u{print $2}')
+		else
+			b=$(twice "${mpi[@]}" "$train" bench step "$@" --threads "$T" | awk -v u="$unit" '$1==u{print $2}')
+			a=$(twice "${mpi[@]}" "$train" bench step "$@" --threads 1 | awk -v u="$unit" '$1==u{print $2}')
+		fi
 		for c in $(seq 0 $((T - 1))); do
 			taskset -c "$c" "$train" bench step "$@" --threads 1 >"$tmp/apart.$c" &
 		done
 		wait
 		c=$(cat "$tmp"/apart.* | awk -v u="$unit" '$1==u{s+=$2} END{printf "%.1f", s}')
-		echo "round $i: 1 thread $a $unit, $T threads $b $unit, $T processes at once $c $unit in all"
-		one+="$a " many+="$b " apart+="$c "
+		r=$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", b/a}')
+		echo "round $i: 1 thread $a $unit, $T threads $b $unit ($r), $T processes at once $c $unit in all"
+		one+="$a " many+="$b " apart+="$c " ratios+="$r "
 	done
 	a=$(median <<<"$one")
 	b=$(median <<<"$many")
 	c=$(median <<<"$apart")
 	echo "median $unit: 1 thread $a, $T threads $b, speed-up $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", b/a}') (target $(awk -v t="$T" 'BEGIN{printf "%.1f", 0.9*t}')); $T processes at once $c, $(awk -v a="$a" -v c="$c" 'BEGIN{printf "%.2f", c/a}') times one"
+	echo "rounds' own speed-ups: $ratios; median $(median <<<"$ratios")"
 }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-scale "ResNet-20" samples/s "${resnet[@]}" --bn local
-scale "GPT" tokens/s --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --steps 5 --warmup 1
+# WORKLOADS picks these too: winograd the ResNet-20 (its default path),
+# gpt the GPT; im2col and mlp have none.
+if [[ " $workloads " == *" winograd "* ]]; then
+	scale "ResNet-20" samples/s "${resnet[@]}" --bn local
+fi
+if [[ " $workloads " == *" gpt "* ]]; then
+	scale "GPT" tokens/s --model gpt --data "$data" "${gpt[@]}" --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --steps 5 --warmup 1
+fi
