@@ -126,8 +126,8 @@ int k_direct_rows(int on) {
 
 // pblock sets R pixels' channels [o0, o0 + 16V) at out[r] (or adds to
 // them): the sum over the nt taps of in[r * nt + q]'s K values times w[q]'s
-// rows, ldw floats apart. The pointer block of both passes: the forward's
-// fwd_block and dx_class's block in one.
+// rows, ldw floats apart: the pointer block of both the forward and the
+// input gradient.
 INL void pblock(int R, int V, float *const *out, const float *const *in, size_t nt, const float *const *w, size_t K,
                 size_t ldw, size_t o0, int add) {
 	vf acc[8][4];
@@ -269,7 +269,7 @@ INL void forward(int V, int rows, size_t C_, size_t S_, float *y, const float *x
 			const float *base[KKMAX], *w[KKMAX];
 			size_t nt = 0;
 			long iy0 = (long)(oy * st) - (long)pad;
-			for (size_t i = 0; i < k; i++) {
+			for (size_t i = 0; i < k && xhi > xlo; i++) { // no row blocks: no pointers
 				long iy = iy0 + (long)i;
 				if (iy < 0 || iy >= (long)s->h) continue;
 				for (size_t j = 0; j < k; j++, nt++) {
@@ -323,6 +323,9 @@ V4 void k_direct_forward_part(float *y, const float *x, const float *wk, const s
 INL void dx_class(int V, int rows, size_t O_, float *dx, const float *dy, const float *wd,
                   const struct k_conv_shape *s, size_t n, size_t py, size_t px) {
 	size_t k = s->k, st = s->stride, C = s->c, pad = s->pad;
+	// The class's taps, and the offsets from the class pixel (cy, cx)
+	// (below) to the output pixel each tap comes from: py + pad - i is
+	// a multiple of the stride.
 	size_t nt = 0;
 	long dyo[KKMAX], dxo[KKMAX];
 	const float *w[KKMAX];
@@ -352,7 +355,7 @@ INL void dx_class(int V, int rows, size_t O_, float *dx, const float *dy, const 
 		for (size_t cy = 0; cy < ny; cy++) {
 			const float *base[KKMAX], *wq[KKMAX];
 			size_t nq = 0;
-			for (size_t t = 0; t < nt; t++) {
+			for (size_t t = 0; t < nt && hi > lo; t++) { // no row blocks: no pointers
 				long oy = (long)cy + dyo[t];
 				if (oy < 0 || oy >= (long)s->oh) continue;
 				base[nq] = img + ((size_t)oy * s->ow + (size_t)(lo + dxo[t])) * O_, wq[nq++] = w[t];
