@@ -91,3 +91,64 @@ func TestConvDirect(t *testing.T) {
 		t.Errorf("3 input channels run directly")
 	}
 }
+
+// TestConvDirectRandomShapes: 80 seeded random strided shapes (kernels 1
+// to 5, strides 2 and 3, paddings below the kernel, sides k to k+15, 16
+// to 80 channels in and out, a bias or not, 1 to 3 images) against the
+// float64 definitions, and the same bits with the row paths off at 2
+// threads: the edges, leftovers and row-block sizes that the hand-picked
+// shapes above may miss.
+func TestConvDirectRandomShapes(t *testing.T) {
+	defer UseWinograd(winograd)
+	defer SetThreads(1)
+	UseWinograd(true)
+	if !NewConv2D(&Params{}, "c", 16, 8, 8, 16, 3, 2, 1, false).strided() {
+		t.Skip("this CPU lacks AVX-512 (x86-64-v4): strided convolutions keep im2col here, and conv_direct.c cannot run")
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	chs := []int{16, 32, 48, 64, 80}
+	for range 80 {
+		k, st := 1+rng.IntN(5), 2+rng.IntN(2)
+		pd, h, w := rng.IntN(k), k+rng.IntN(16), k+rng.IntN(16)
+		c, o, n, bias := chs[rng.IntN(5)], chs[rng.IntN(5)], 1+rng.IntN(3), rng.IntN(2) == 0
+		sh := fmt.Sprintf("n %d, %dx%d, %d -> %d, k %d, stride %d, pad %d, bias %v", n, h, w, c, o, k, st, pd, bias)
+		p := &Params{}
+		conv := NewConv2D(p, "c", c, h, w, o, k, st, pd, bias)
+		p.Alloc()
+		if !conv.strided() {
+			t.Fatalf("%s: not run directly", sh)
+		}
+		conv.init(rng)
+		if bias {
+			copy(conv.B.Of(p.Data), normals(rng, o))
+		}
+		x, dy := normals(rng, n*conv.InSize()), normals(rng, n*conv.OutSize())
+		run := func(threads int) (y, dx, dw []float32) {
+			SetThreads(threads)
+			y, dx = make([]float32, n*conv.OutSize()), make([]float32, n*conv.InSize())
+			for i := range dx {
+				dx[i] = float32(i)
+			}
+			conv.Forward(y, x, n)
+			clear(p.Grad)
+			conv.Backward(dx, dy, x, y, n)
+			return y, dx, slices.Clone(conv.W.Of(p.Grad))
+		}
+		y, dx, dw := run(1)
+		wantY := directConv(x, conv.W.Of(p.Data), n, h, w, c, o, k, st, pd)
+		if bias {
+			b := conv.B.Of(p.Data)
+			for i := range wantY {
+				wantY[i] += float64(b[i%o])
+			}
+		}
+		wantDx, wantDw := convGrads(x, conv.W.Of(p.Data), dy, n, h, w, c, o, k, st, pd)
+		if ey, ex, ew := maxRelErr(y, wantY), maxRelErr(dx, wantDx), maxRelErr(dw, wantDw); !(ey < tolerance[0]) || !(ex < tolerance[0]) || !(ew < tolerance[0]) {
+			t.Errorf("%s: errors y %.3g, dx %.3g, dw %.3g of the largest value, want below %g", sh, ey, ex, ew, tolerance[0])
+		}
+		directRows(false)
+		yp, dxp, dwp := run(2)
+		directRows(true)
+		sameConvBits(t, sh+": ", "with the row paths off at 2 threads", [3][]float32{y, dx, dw}, [3][]float32{yp, dxp, dwp})
+	}
+}
