@@ -158,16 +158,17 @@ scale() {
 	local mpi=(mpirun -np 1 --bind-to none)
 	[[ $EUID -eq 0 ]] && mpi+=(--allow-run-as-root)
 	local one="" many="" apart="" ratios=""
+	# rate N: the step's speed with N threads.
+	rate() { twice "${mpi[@]}" "$train" bench step "${args[@]}" --threads "$1" | awk -v u="$unit" '$1==u{print $2}'; }
+	local args=("$@")
 	echo "## $name: np 1, 1 thread against $T threads, and against $T one-thread processes at once"
 	for i in $(seq 1 "$rounds"); do
 		# Odd rounds run 1 thread first, even ones T threads first: a
 		# machine that drifts through the rounds favours neither.
 		if ((i % 2)); then
-			a=$(twice "${mpi[@]}" "$train" bench step "$@" --threads 1 | awk -v u="$unit" '$1==u{print $2}')
-			b=$(twice "${mpi[@]}" "$train" bench step "$@" --threads "$T" | awk -v u="$unit" '$1==u{print $2}')
+			a=$(rate 1) b=$(rate "$T")
 		else
-			b=$(twice "${mpi[@]}" "$train" bench step "$@" --threads "$T" | awk -v u="$unit" '$1==u{print $2}')
-			a=$(twice "${mpi[@]}" "$train" bench step "$@" --threads 1 | awk -v u="$unit" '$1==u{print $2}')
+			b=$(rate "$T") a=$(rate 1)
 		fi
 		for c in $(seq 0 $((T - 1))); do
 			taskset -c "$c" "$train" bench step "$@" --threads 1 >"$tmp/apart.$c" &
