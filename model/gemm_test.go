@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -129,13 +130,24 @@ func sgemmThreadsSameBits(t *testing.T) {
 			for _, beta := range []float32{0, 1} {
 				name := fmt.Sprintf("%s beta=%v", name, beta)
 				var one []float32
-				for _, threads := range []int{1, 2, 3, 4, 5} {
+				// Then at 2 to 4 threads with rows cut by skewed speeds
+				// (par.c's cut_rows), as a rank whose threads run unequally
+				// fast cuts them.
+				for _, run := range []struct {
+					threads int
+					speeds  []float64
+				}{{1, nil}, {2, nil}, {3, nil}, {4, nil}, {5, nil}, {2, []float64{1, 3}}, {2, []float64{5, 1}}, {3, []float64{0.3, 1, 2}}, {4, []float64{1, 1, 1, 9}}} {
+					threads := run.threads
 					SetThreads(threads)
 					c := make([]float32, m*n)
 					for i := range c {
 						c[i] = float32(i % 7)
 					}
-					sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, n)
+					if run.speeds != nil {
+						withGemmSpeeds(run.speeds, func() { sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, n) })
+					} else {
+						sgemm(ta, tb, m, n, k, 1, a, lda, b, ldb, beta, c, n)
+					}
 					if one == nil {
 						one = c
 						want := make([]float64, m*n)
@@ -154,7 +166,7 @@ func sgemmThreadsSameBits(t *testing.T) {
 						}
 					}
 					if differ > 0 {
-						t.Errorf("%s: %d of %d elements differ at %d threads from 1", name, differ, len(c), threads)
+						t.Errorf("%s: %d of %d elements differ at %d threads (speeds %v) from 1", name, differ, len(c), threads, run.speeds)
 					}
 				}
 			}
@@ -247,5 +259,81 @@ func TestPlainGemm(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestCutRows holds par.c's cut of a product's row blocks by the threads'
+// speeds to the rule, worked out by hand: blocks in proportion to the
+// speeds, rounded, but no part under half its even share (nor under
+// fewest) or over twice it; unknown speeds cut evenly.
+func TestCutRows(t *testing.T) {
+	for _, c := range []struct {
+		speeds               []float64
+		units, parts, fewest int
+		want                 []int // nil: cut evenly
+	}{
+		{[]float64{1, 3}, 100, 2, 1, []int{0, 25, 100}},
+		{[]float64{2, 2}, 101, 2, 1, []int{0, 51, 101}},               // 50.5 rounds up
+		{[]float64{1, 9}, 100, 2, 1, []int{0, 25, 100}},               // 10: half the even 50
+		{[]float64{9, 1}, 100, 2, 1, []int{0, 75, 100}},               // the slow part keeps 25
+		{[]float64{1, 1, 1, 9}, 120, 4, 1, []int{0, 15, 30, 60, 120}}, // 90 capped at twice 30
+		{[]float64{1, 3}, 100, 2, 40, []int{0, 40, 100}},              // fewest above half
+		{[]float64{3, 1, 2}, 61, 3, 2, []int{0, 31, 41, 61}},          // 30.5 -> 31, 40.67 -> 41
+		{nil, 100, 2, 1, nil},
+		{[]float64{1, 1}, 100, 3, 1, nil}, // speeds of another thread count
+	} {
+		at, ok := cutRows(c.speeds, c.units, c.parts, c.fewest)
+		if c.want == nil {
+			if ok {
+				t.Errorf("speeds %v, %d parts: cut %v, want an even cut", c.speeds, c.parts, at)
+			}
+			continue
+		}
+		if !ok || !slices.Equal(at, c.want) {
+			t.Errorf("speeds %v, %d blocks in %d (fewest %d): cut %v (ok %v), want %v", c.speeds, c.units, c.parts, c.fewest, at, ok, c.want)
+		}
+	}
+	// Any speeds: the parts tile the blocks, each in its bounds.
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		parts := 2 + rng.IntN(15)
+		units := parts * (1 + rng.IntN(40))
+		units += rng.IntN(parts)
+		even := units / parts
+		fewest := 1 + rng.IntN(even)
+		sp := make([]float64, parts)
+		for i := range sp {
+			sp[i] = 0.05 + 5*rng.Float64()
+		}
+		at, ok := cutRows(sp, units, parts, fewest)
+		if !ok {
+			t.Fatalf("speeds %v: no cut", sp)
+		}
+		lo, hi := max((even+1)/2, fewest), 2*even
+		for i := range parts {
+			if n := at[i+1] - at[i]; n < lo || n > hi {
+				t.Fatalf("speeds %v, %d blocks in %d (fewest %d): part %d has %d blocks, not in [%d, %d] (cut %v)", sp, units, parts, fewest, i, n, lo, hi, at)
+			}
+		}
+		if at[0] != 0 || at[parts] != units {
+			t.Fatalf("cut %v does not tile %d blocks", at, units)
+		}
+	}
+}
+
+// TestLearnSpeeds holds the speeds learned from a pass to the rule: each
+// part's rows over its time from the pass's start, relative to the
+// parts' mean, weighed 1/4 against the estimate before (1 for each
+// thread when none is known); nothing learned from a part that another
+// thread ran.
+func TestLearnSpeeds(t *testing.T) {
+	// 240 rows in two parts of 120: rates 120/1 and 120/2, mean 90.
+	got := learnCheck(240, [2]float64{1, 2}, [2]int{0, 1})
+	want := []float64{0.75 + 0.25*120.0/90, 0.75 + 0.25*60.0/90}
+	if got == nil || near.Check(want, got, 1e-12) != nil {
+		t.Errorf("parts of 1 s and 2 s: speeds %v, want %v", got, want)
+	}
+	if got := learnCheck(240, [2]float64{1, 2}, [2]int{0, 0}); got != nil {
+		t.Errorf("both parts on thread 0: speeds %v learned, want none", got)
 	}
 }

@@ -1014,21 +1014,142 @@ struct gemm {
 	const float *a, *b;
 	float *c;
 	size_t units, parts; // blocks of GEMM_BLOCK rows, shared out evenly
+	struct cut *cut;     // or by the threads' speeds (below); NULL: evenly
 };
 
+// ---- a product's rows cut by the threads' speeds ----
+//
+// A product cut into one part a thread (each part packs all of B, so
+// finer parts for the threads to share cost more: above) finishes when
+// its slowest part does. Threads are not equally fast: a vCPU whose host
+// core is busy elsewhere, a hyperthread beside a busy sibling, a hybrid
+// CPU's efficiency cores, a worker woken late. On this project's 2-vCPU
+// VM the GPT's products at 2 threads waited 50 to 90 ms a step (5 to 9%)
+// for the slower part, and the slower thread was the same one as in the
+// pass before in 65 to 84% of passes. So each thread's speed is learned
+// from the products it ran (its rows over the time from the pass's start
+// to its part's end, which counts a late wake-up too, relative to the
+// pass's mean) and the next product's rows are cut in proportion.
+//
+// The cut changes no bits: its edges stay on multiples of GEMM_BLOCK and
+// no part falls below the fewest blocks that keep it off the
+// small-matrix kernel, the rules under which any cut gives one call's
+// bits (above; TestSgemmThreadsSameBits cuts by skewed speeds too). No
+// part gets less than half or more than twice its even share, so a
+// wrong guess costs at most what a slow thread costs now.
+#define SPEED_KEEP 0.75 // an estimate's weight against a new pass's
+struct cut {
+	size_t at[MAXT + 1]; // part i: blocks [at[i], at[i+1]); rows past the last block: the last part
+	double t0, end[MAXT];
+	int who[MAXT];
+};
+static pthread_mutex_t speed_mu = PTHREAD_MUTEX_INITIALIZER;
+static double speed[MAXT]; // relative to the threads' mean; 0: not known
+static int speed_T;        // the thread count the estimates are for
+static int speed_forced;   // a test's speeds (k_gemm_speeds): kept as given
+
+// k_gemm_speeds sets the threads' relative speeds for the cuts that
+// follow and stops learning them (NULL: learn again from even), for a
+// test.
+void k_gemm_speeds(const double *s, int T) {
+	pthread_mutex_lock(&speed_mu);
+	for (int i = 0; i < MAXT; i++) speed[i] = s && i < T ? s[i] : 0;
+	speed_T = s ? T : 0;
+	speed_forced = s != NULL;
+	pthread_mutex_unlock(&speed_mu);
+}
+
+// cut_rows fills c->at for parts parts (one a thread) of units blocks,
+// each at least fewest; it returns 0 (cut evenly) while the speeds are
+// not known for parts threads.
+static int cut_rows(struct cut *c, size_t units, size_t parts, size_t fewest) {
+	double s[MAXT], sum = 0;
+	pthread_mutex_lock(&speed_mu);
+	int known = speed_T == (int)parts;
+	for (size_t i = 0; known && i < parts; i++) known = speed[i] > 0, s[i] = speed[i];
+	pthread_mutex_unlock(&speed_mu);
+	if (!known) return 0;
+	for (size_t i = 0; i < parts; i++) sum += s[i];
+	size_t even = units / parts, lo = (even + 1) / 2, hi = 2 * even;
+	if (lo < fewest) lo = fewest;
+	double acc = 0;
+	c->at[0] = 0;
+	for (size_t i = 0; i < parts; i++) {
+		acc += s[i];
+		size_t b = i + 1 == parts ? units : (size_t)(units * acc / sum + 0.5);
+		size_t rest = parts - 1 - i; // parts after this one, each in [lo, hi]
+		if (b < c->at[i] + lo) b = c->at[i] + lo;
+		if (b > c->at[i] + hi) b = c->at[i] + hi;
+		if (b + rest * lo > units) b = units - rest * lo;
+		if (b + rest * hi < units) b = units - rest * hi;
+		c->at[i + 1] = b;
+	}
+	return 1;
+}
+
+// k_cut_rows is cut_rows for a test: the cut the current speeds give
+// (k_gemm_speeds), or -1 where it would cut evenly.
+int k_cut_rows(size_t units, size_t parts, size_t fewest, size_t *at) {
+	struct cut c;
+	if (parts < 1 || parts > MAXT || !cut_rows(&c, units, parts, fewest)) return -1;
+	memcpy(at, c.at, (parts + 1) * sizeof *at);
+	return 0;
+}
+
+// learn folds a cut pass's part times into the speeds: only when every
+// part ran on its own thread (a part another thread took says nothing
+// of its owner).
+static void learn(const struct cut *c, const struct gemm *g) {
+	double r[MAXT], mean = 0;
+	size_t T = g->parts;
+	for (size_t i = 0; i < T; i++) {
+		double t = c->end[i] - c->t0;
+		if (c->who[i] != (int)i || !(t > 0)) return;
+		size_t r0 = c->at[i] * GEMM_BLOCK, r1 = i + 1 == T ? g->m : c->at[i + 1] * GEMM_BLOCK;
+		r[i] = (double)(r1 - r0) / t;
+		mean += r[i] / T;
+	}
+	pthread_mutex_lock(&speed_mu);
+	if (!speed_forced) {
+		if (speed_T != (int)T)
+			for (size_t i = 0; i < T; i++) speed[i] = 1;
+		speed_T = (int)T;
+		for (size_t i = 0; i < T; i++) speed[i] = SPEED_KEEP * speed[i] + (1 - SPEED_KEEP) * r[i] / mean;
+	}
+	pthread_mutex_unlock(&speed_mu);
+}
+
+// k_learn_check learns from one pass of a 2-part product of m rows cut
+// evenly, whose parts ended t[0] and t[1] seconds after its start on
+// threads who[0] and who[1], from speeds not known; it writes the speeds
+// learned into s (0: none), for a test.
+void k_learn_check(size_t m, const double *t, const int *who, double *s) {
+	struct gemm g = {.m = m, .units = m / GEMM_BLOCK, .parts = 2};
+	struct cut c = {.t0 = 1};
+	c.at[1] = g.units / 2, c.at[2] = g.units;
+	for (int i = 0; i < 2; i++) c.end[i] = 1 + t[i], c.who[i] = who[i];
+	k_gemm_speeds(NULL, 0);
+	learn(&c, &g);
+	pthread_mutex_lock(&speed_mu);
+	for (int i = 0; i < 2; i++) s[i] = speed_T == 2 ? speed[i] : 0;
+	pthread_mutex_unlock(&speed_mu);
+	k_gemm_speeds(NULL, 0);
+}
+
 // rows_at is the first row of part i: part i has blocks [i*units/parts,
-// (i+1)*units/parts), and the last part the rows past the last whole
-// block too.
+// (i+1)*units/parts) (or the cut's), and the last part the rows past the
+// last whole block too.
 static size_t rows_at(const struct gemm *g, size_t i) {
-	return i == g->parts ? g->m : i * g->units / g->parts * GEMM_BLOCK;
+	if (i == g->parts) return g->m;
+	return (g->cut ? g->cut->at[i] : i * g->units / g->parts) * GEMM_BLOCK;
 }
 
 static void t_gemm_rows(void *p, size_t lo, size_t hi, int w) {
 	struct gemm *g = p;
 	size_t r0 = rows_at(g, lo), r1 = rows_at(g, hi);
-	(void)w;
 	k_sgemm1(g->ta, g->tb, r1 - r0, g->n, g->k, g->alpha, g->a + (g->ta ? r0 : r0 * g->lda), g->lda, g->b, g->ldb,
 	         g->beta, g->c + r0 * g->ldc, g->ldc);
+	if (g->cut && hi == lo + 1) g->cut->end[lo] = prof_now(), g->cut->who[lo] = w;
 }
 
 // Products with a large B and an A much smaller (the GPT's tied head:
@@ -1103,7 +1224,7 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 		size_t parts = (2 * (size_t)nthreads + blocks - 1) / blocks;
 		if (parts > units / fewest) parts = units / fewest;
 		if (parts < 1) parts = 1;
-		struct tiles t = {{ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, units, parts}, blocks};
+		struct tiles t = {{ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, units, parts, NULL}, blocks};
 		run(blocks * parts, t_gemm_tiles, &t);
 		return;
 	}
@@ -1138,8 +1259,21 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 		gemm_one(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 		return;
 	}
-	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, units, parts};
+	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, units, parts, NULL};
+	// Cut by speed only where each thread has a part of its own, and not
+	// in a simulation, whose threads are one.
+	struct cut cut;
+	if (parts == T && !sim_T) {
+		if (cut_rows(&cut, units, parts, fewest)) g.cut = &cut;
+		else {
+			for (size_t i = 0; i <= parts; i++) cut.at[i] = i * units / parts;
+			g.cut = &cut;
+		}
+		for (size_t i = 0; i < parts; i++) cut.who[i] = -1;
+		cut.t0 = prof_now();
+	}
 	run(parts, t_gemm_rows, &g);
+	if (g.cut) learn(&cut, &g);
 }
 
 // ---- convolution: parts of the batch, each im2col + SGEMM in cache ----

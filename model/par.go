@@ -71,6 +71,46 @@ func withPlainGemm(f func()) {
 	f()
 }
 
+// withGemmSpeeds runs f with the products' rows cut as for threads of
+// these relative speeds (par.c's cut_rows) instead of the speeds learned,
+// for a test; after it, they are learned again from an even cut.
+func withGemmSpeeds(speeds []float64, f func()) {
+	C.k_gemm_speeds((*C.double)(unsafe.Pointer(unsafe.SliceData(speeds))), C.int(len(speeds)))
+	defer C.k_gemm_speeds(nil, 0)
+	f()
+}
+
+// cutRows is the cut of units blocks into parts, each at least fewest,
+// that these speeds give (par.c's cut_rows: part i is blocks
+// [at[i], at[i+1])); ok false where it would cut evenly.
+func cutRows(speeds []float64, units, parts, fewest int) (at []int, ok bool) {
+	c := make([]C.size_t, parts+1)
+	var r C.int
+	withGemmSpeeds(speeds, func() { r = C.k_cut_rows(C.size_t(units), C.size_t(parts), C.size_t(fewest), &c[0]) })
+	if r != 0 {
+		return nil, false
+	}
+	at = make([]int, parts+1)
+	for i, v := range c {
+		at[i] = int(v)
+	}
+	return at, true
+}
+
+// learnCheck is the speeds par.c learns from one pass of a two-part
+// product of m rows, whose parts ended t seconds after its start on
+// threads who (nil: nothing learned).
+func learnCheck(m int, t [2]float64, who [2]int) []float64 {
+	var s [2]C.double
+	ct := [2]C.double{C.double(t[0]), C.double(t[1])}
+	cw := [2]C.int{C.int(who[0]), C.int(who[1])}
+	C.k_learn_check(C.size_t(m), &ct[0], &cw[0], &s[0])
+	if s[0] == 0 {
+		return nil
+	}
+	return []float64{float64(s[0]), float64(s[1])}
+}
+
 // buffersMisaligned is how many of the pool's buffers do not start on a
 // cache line (par.c's lines: why they must).
 func buffersMisaligned() int { return int(C.k_buffers_misaligned()) }
