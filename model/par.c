@@ -1060,15 +1060,18 @@ void k_gemm_speeds(const double *s, int T) {
 }
 
 // cut_rows fills c->at for parts parts (one a thread) of units blocks,
-// each at least fewest; it returns 0 (cut evenly) while the speeds are
-// not known for parts threads.
+// each at least fewest; it returns 0 where it cut evenly, the speeds not
+// known for parts threads.
 static int cut_rows(struct cut *c, size_t units, size_t parts, size_t fewest) {
 	double s[MAXT], sum = 0;
 	pthread_mutex_lock(&speed_mu);
 	int known = speed_T == (int)parts;
 	for (size_t i = 0; known && i < parts; i++) known = speed[i] > 0, s[i] = speed[i];
 	pthread_mutex_unlock(&speed_mu);
-	if (!known) return 0;
+	if (!known) {
+		for (size_t i = 0; i <= parts; i++) c->at[i] = i * units / parts;
+		return 0;
+	}
 	for (size_t i = 0; i < parts; i++) sum += s[i];
 	size_t even = units / parts, lo = (even + 1) / 2, hi = 2 * even;
 	if (lo < fewest) lo = fewest;
@@ -1264,13 +1267,10 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 	// in a simulation, whose threads are one.
 	struct cut cut;
 	if (parts == T && !sim_T) {
-		if (cut_rows(&cut, units, parts, fewest)) g.cut = &cut;
-		else {
-			for (size_t i = 0; i <= parts; i++) cut.at[i] = i * units / parts;
-			g.cut = &cut;
-		}
+		cut_rows(&cut, units, parts, fewest);
 		for (size_t i = 0; i < parts; i++) cut.who[i] = -1;
 		cut.t0 = prof_now();
+		g.cut = &cut;
 	}
 	run(parts, t_gemm_rows, &g);
 	if (g.cut) learn(&cut, &g);
