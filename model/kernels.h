@@ -124,7 +124,7 @@ size_t k_wino_points(const struct k_wino_plan *p);
 // of this many outputs and inputs.
 #define WINO_BLOCK 16
 void k_wino_weights(float *U, const float *w, float *wt, size_t o, size_t c, int flip, const struct k_wino_plan *p,
-                    size_t p0, size_t p1);
+                    size_t p0, size_t p1, size_t c0, size_t c1);
 int k_wino_own_mul(size_t C, size_t O);
 void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t T, size_t C, size_t O,
                 size_t P);
@@ -156,7 +156,7 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
                     float *work, const struct k_wino_plan *p, size_t sub, const struct k_pre *pre);
 void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, const struct k_wino_plan *p, size_t p0,
-                         size_t p1);
+                         size_t p1, size_t c0, size_t c1);
 void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float *dy, const float *x, int m,
                const float *pmean, const float *pscale, const float *pbeta);
 size_t k_conv_part(size_t n, size_t per_image);

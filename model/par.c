@@ -1362,7 +1362,7 @@ static const float *kernels(struct conv *cv, int w) {
 	float *u = cv->u_own + (size_t)w * cv->u_floats;
 	if (!cv->made[w]) {
 		size_t o = cv->flip ? cv->s->c : cv->s->o, c = cv->flip ? cv->s->o : cv->s->c;
-		k_wino_weights(u, cv->kw, cv->flip ? cv->kwt : NULL, o, c, cv->flip, cv->plan, 0, o);
+		k_wino_weights(u, cv->kw, cv->flip ? cv->kwt : NULL, o, c, cv->flip, cv->plan, 0, o, 0, c);
 		cv->made[w] = 1;
 	}
 	return u;
@@ -1608,9 +1608,12 @@ void k_sim_check(int units, int T, double us, int *runs, int *who, double *longe
 	*longest = k.longest;
 }
 
-// A layer's kernels to and from Winograd's space, WINO_BLOCK outputs a
-// unit across the threads (serial, they were 3% of a 2-thread ResNet-20
-// step, with the pool's other thread waiting).
+// A layer's kernels to and from Winograd's space, a block of WINO_BLOCK
+// outputs by WINO_BLOCK inputs a unit across the threads (serial, they
+// were 3% of a 2-thread ResNet-20 step, with the pool's other thread
+// waiting; by blocks of outputs alone, a 64-channel layer's were 4 units,
+// which 16 threads ran 3.4 times faster than one, `--simulate-threads
+// 16`). Each kernel's transform is its own: the cut changes no bits.
 struct wk {
 	float *u, *dwt, *parts, *dw;
 	const float *w; // the forward's weight (o, c, 3, 3)
@@ -1620,11 +1623,28 @@ struct wk {
 	const struct k_wino_plan *plan;
 };
 
+// wk_blocks is the unit count of a layer's kernels: blocks of outputs by
+// blocks of inputs.
+static size_t wk_blocks(const struct wk *k) {
+	return (k->o + WINO_BLOCK - 1) / WINO_BLOCK * ((k->c + WINO_BLOCK - 1) / WINO_BLOCK);
+}
+
+// wk_unit is unit u's outputs [*p0, *p1) and inputs [*c0, *c1).
+static void wk_unit(const struct wk *k, size_t u, size_t *p0, size_t *p1, size_t *c0, size_t *c1) {
+	size_t cb = (k->c + WINO_BLOCK - 1) / WINO_BLOCK;
+	*p0 = u / cb * WINO_BLOCK, *c0 = u % cb * WINO_BLOCK;
+	*p1 = *p0 + WINO_BLOCK < k->o ? *p0 + WINO_BLOCK : k->o;
+	*c1 = *c0 + WINO_BLOCK < k->c ? *c0 + WINO_BLOCK : k->c;
+}
+
 static void t_wino_weights(void *p, size_t lo, size_t hi, int w) {
 	struct wk *k = p;
-	size_t p1 = hi * WINO_BLOCK < k->o ? hi * WINO_BLOCK : k->o;
 	(void)w;
-	k_wino_weights(k->u, k->w, k->wt, k->o, k->c, k->flip, k->plan, lo * WINO_BLOCK, p1);
+	for (size_t u = lo; u < hi; u++) {
+		size_t p0, p1, c0, c1;
+		wk_unit(k, u, &p0, &p1, &c0, &c1);
+		k_wino_weights(k->u, k->w, k->wt, k->o, k->c, k->flip, k->plan, p0, p1, c0, c1);
+	}
 }
 
 // SUM_SLICE: the values of a slice of sum_first's sums, a unit: 8 KB of
@@ -1667,14 +1687,14 @@ static void sum_first(float *p, size_t n, size_t K) {
 	run((K + SUM_SLICE - 1) / SUM_SLICE, t_sum, &f);
 }
 
-// add_weights adds outputs [o0, o1) of a weight gradient g (o, k*k, c),
-// the passes' layout, into dw (o, c, k*k), PyTorch's: every
-// convolution's last step of its weight gradient.
-static void add_weights(float *dw, const float *g, size_t o0, size_t o1, size_t c, size_t kk) {
+// add_weights adds outputs [o0, o1) and inputs [c0, c1) of a weight
+// gradient g (o, k*k, c), the passes' layout, into dw (o, c, k*k),
+// PyTorch's: every convolution's last step of its weight gradient.
+static void add_weights(float *dw, const float *g, size_t o0, size_t o1, size_t c0, size_t c1, size_t c, size_t kk) {
 	for (size_t o = o0; o < o1; o++) {
 		const float *src = g + o * kk * c;
 		float *dst = dw + o * kk * c;
-		for (size_t ch = 0; ch < c; ch++)
+		for (size_t ch = c0; ch < c1; ch++)
 			for (size_t ij = 0; ij < kk; ij++) dst[ch * kk + ij] += src[ij * c + ch];
 	}
 }
@@ -1690,7 +1710,7 @@ static void dw_by_parts(struct conv *cv, float *dw, task_fn fn) {
 	cv->parts = partials(units * OK * sizeof(float));
 	run(units, fn, cv);
 	sum_first(cv->parts, units, OK);
-	add_weights(dw, cv->parts, 0, s->o, s->c, kk);
+	add_weights(dw, cv->parts, 0, s->o, 0, s->c, s->c, kk);
 }
 
 // k_permute_weights copies outputs [o0, o1) of a weight w (o, c, k*k),
@@ -1713,10 +1733,13 @@ void k_permute_weights(float *wt, const float *w, size_t o0, size_t o1, size_t c
 // was the most any one kind of work lost to perfect scaling).
 static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 	struct wk *k = p;
-	size_t p0 = lo * WINO_BLOCK, p1 = hi * WINO_BLOCK < k->o ? hi * WINO_BLOCK : k->o;
 	(void)w;
-	k_wino_weights_grad(k->dwt, k->parts, k->o, k->c, k->plan, p0, p1);
-	add_weights(k->dw, k->dwt, p0, p1, k->c, 9);
+	for (size_t u = lo; u < hi; u++) {
+		size_t p0, p1, c0, c1;
+		wk_unit(k, u, &p0, &p1, &c0, &c1);
+		k_wino_weights_grad(k->dwt, k->parts, k->o, k->c, k->plan, p0, p1, c0, c1);
+		add_weights(k->dw, k->dwt, p0, p1, c0, c1, k->c, 9);
+	}
 }
 
 // k_wino_forward: y (n, h, w, o) = x (n, h, w, c) convolved, 3x3 stride
@@ -1753,7 +1776,7 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	float *u = keep(&ukern, nu * sizeof(float));
 	struct wk k = {
 	    .u = u, .w = w, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .plan = &plan};
-	run((k.o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights, &k);
+	run(wk_blocks(&k), t_wino_weights, &k);
 	cv.w = u;
 	if (wide(parts)) {
 		struct wd d = {.s = s, .plan = &plan, .add = beta != 0, .C = s->c, .O = s->o, .u = cv.u, .parts = parts,
@@ -1810,7 +1833,7 @@ void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float 
 		run(units, t_wino_dw, &cv);
 	sum_first(cv.parts, units, K);
 	struct wk k = {.dwt = dwt, .dw = dw, .parts = cv.parts, .o = s->o, .c = s->c, .plan = &plan};
-	run((s->o + WINO_BLOCK - 1) / WINO_BLOCK, t_wino_weights_grad, &k);
+	run(wk_blocks(&k), t_wino_weights_grad, &k);
 }
 
 // ---- 3x3 convolutions of 1 to 3 input channels, directly (conv_few.c) ----

@@ -297,19 +297,19 @@ INL void kernel1(int my, int mx, float *u, size_t us, const float *w, size_t ws,
 // transposes 9, made the transform half of a 7x7x512 layer's time on 8
 // images.)
 INL void weights(int my, int mx, float *U, const float *w, float *wt, size_t o, size_t c, int flip, size_t p0,
-                 size_t p1) {
+                 size_t p1, size_t c0, size_t c1) {
 	size_t OC = o * c;
 	if (flip) {
 		for (size_t p = p0; p < p1; p++)
 #pragma GCC ivdep
-			for (size_t b = 0; b < c; b++) kernel1(my, mx, U + p * c + b, OC, wt + p * 9 * c + b, c, 1);
+			for (size_t b = c0; b < c1; b++) kernel1(my, mx, U + p * c + b, OC, wt + p * 9 * c + b, c, 1);
 		return;
 	}
 	enum { B = WINO_BLOCK };
 	float tin[9][B][B];
 	for (; p0 < p1; p0 += B)
-		for (size_t b0 = 0; b0 < c; b0 += B) {
-			size_t np = p1 - p0 < B ? p1 - p0 : B, nb = c - b0 < B ? c - b0 : B;
+		for (size_t b0 = c0; b0 < c1; b0 += B) {
+			size_t np = p1 - p0 < B ? p1 - p0 : B, nb = c1 - b0 < B ? c1 - b0 : B;
 			for (size_t p = 0; p < np; p++)
 				for (size_t b = 0; b < nb; b++)
 					for (size_t q = 0; q < 9; q++) tin[q][b][p] = w[((p0 + p) * c + b0 + b) * 9 + q];
@@ -330,21 +330,21 @@ INL void weights(int my, int mx, float *U, const float *w, float *wt, size_t o, 
 		}
 }
 
-// k_wino_weights transforms the kernels of outputs [p0, p1) (multiples of
-// WINO_BLOCK but for the last unless flip), so that threads can share a
-// layer's, for each class of the plan in turn: U holds k_wino_points(p)
+// k_wino_weights transforms the kernels of outputs [p0, p1) and inputs
+// [c0, c1) (multiples of WINO_BLOCK but for the last unless flip), so
+// that threads can share a layer's, for each class of the plan in turn: U holds k_wino_points(p)
 // rows of c x o. The forward's are w's (o, c, 3, 3), and it also sets
 // those outputs' rows of wt (o, 3, 3, c) when wt is not NULL (on the
 // plan's first class); the input gradient's (flip) are wt's.
 VEC void k_wino_weights(float *U, const float *w, float *wt, size_t o, size_t c, int flip,
-                        const struct k_wino_plan *p, size_t p0, size_t p1) {
+                        const struct k_wino_plan *p, size_t p0, size_t p1, size_t c0, size_t c1) {
 	for (int i = 0; i < p->n; i++) {
 		const struct k_wino_class *k = &p->c[i];
 		float *out = !flip && i == 0 ? wt : NULL;
 		switch (k->my * 10 + k->mx) {
 #define W(a, b)                                                \
 	case a##b:                                                 \
-		weights(a, b, U, w, flip ? wt : out, o, c, flip, p0, p1); \
+		weights(a, b, U, w, flip ? wt : out, o, c, flip, p0, p1, c0, c1); \
 		break;
 			PAIRS(W)
 #undef W
@@ -1139,13 +1139,14 @@ void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t
 
 // weights_grad sets outputs [p0, p1) of dwt (o, 3, 3, c) to G_y^T dU G_x
 // of dU (ay*ax, o, c), or adds it to them when add.
-INL void weights_grad(int my, int mx, float *dwt, const float *dU, size_t o, size_t c, size_t p0, size_t p1, int add) {
+INL void weights_grad(int my, int mx, float *dwt, const float *dU, size_t o, size_t c, size_t p0, size_t p1,
+                      size_t c0, size_t c1, int add) {
 	size_t ay = my + 2, ax = mx + 2, OC = o * c;
 	for (size_t p = p0; p < p1; p++) {
 		const float *du = dU + p * c;
 		float *d = dwt + p * 9 * c;
 #pragma GCC ivdep
-		for (size_t b = 0; b < c; b++) {
+		for (size_t b = c0; b < c1; b++) {
 			float t[3][AMAX];
 			UNROLL
 			for (size_t j = 0; j < ax; j++) {
@@ -1172,16 +1173,16 @@ INL void weights_grad(int my, int mx, float *dwt, const float *dU, size_t o, siz
 	}
 }
 
-// k_wino_weights_grad sets outputs [p0, p1) of dwt to the sum over the
-// plan's classes, in order, of each one's G^T dU G.
+// k_wino_weights_grad sets outputs [p0, p1) and inputs [c0, c1) of dwt to
+// the sum over the plan's classes, in order, of each one's G^T dU G.
 VEC void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, const struct k_wino_plan *p, size_t p0,
-                             size_t p1) {
+                             size_t p1, size_t c0, size_t c1) {
 	for (int i = 0; i < p->n; i++) {
 		const struct k_wino_class *k = &p->c[i];
 		switch (k->my * 10 + k->mx) {
 #define D(a, b)                                                 \
 	case a##b:                                                  \
-		weights_grad(a, b, dwt, dU, o, c, p0, p1, i > 0);       \
+		weights_grad(a, b, dwt, dU, o, c, p0, p1, c0, c1, i > 0); \
 		break;
 			PAIRS(D)
 #undef D
