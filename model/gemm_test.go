@@ -321,6 +321,28 @@ func TestCutRows(t *testing.T) {
 	}
 }
 
+// TestTileParts holds the head's column blocks' row parts to the rule,
+// worked by hand: from at least 2T units in all, the fewest parts a block
+// that fill the last round of T to 90%, else the fullest of 4 tried.
+func TestTileParts(t *testing.T) {
+	for _, c := range []struct{ blocks, T, most, want int }{
+		{25, 1, 85, 1},  // 25 units, one thread: full
+		{25, 2, 85, 1},  // 25 units in 13 rounds of 2: 25/26
+		{25, 4, 85, 2},  // 25 in 7 rounds of 4 fill 25/28 = 0.89; 50 in 13: 50/52
+		{25, 8, 85, 3},  // 50 in 7 rounds of 8: 50/56 = 0.89; 75 in 10: 0.94
+		{25, 16, 85, 3}, // 50 in 4 rounds of 16: 0.78; 75 in 5: 0.94
+		{25, 16, 2, 2},  // at most 2
+		{3, 4, 3, 3},    // 9 units in 3 rounds of 4: 0.75, and no more than 3
+		{3, 5, 8, 5},    // 12 in 3 rounds of 5: 0.8; 15 in 3: full
+		{7, 16, 40, 6},  // 35: 0.73, 42: 0.875, 49: 0.77, 56: 0.875: the first of the fullest
+		{4, 3, 0, 1},    // a block too small to cut: 1
+	} {
+		if got := tileParts(c.blocks, c.T, c.most); got != c.want {
+			t.Errorf("%d blocks at %d threads (at most %d): %d parts, want %d", c.blocks, c.T, c.most, got, c.want)
+		}
+	}
+}
+
 // TestLearnSpeeds holds the speeds learned from a pass to the rule: each
 // part's rows over its time from the pass's start, relative to the
 // parts' mean, weighed 1/4 against the estimate before (1 for each

@@ -97,6 +97,12 @@ func cutRows(speeds []float64, units, parts, fewest int) (at []int, ok bool) {
 	return at, true
 }
 
+// tileParts is par.c's tile_parts: the row parts of each of blocks
+// column blocks at T threads, at most most.
+func tileParts(blocks, T, most int) int {
+	return int(C.k_tile_parts(C.size_t(blocks), C.size_t(T), C.size_t(most)))
+}
+
 // learnCheck is the speeds par.c learns from one pass of a two-part
 // product of m rows, whose parts ended t seconds after its start on
 // threads who (nil: nothing learned).
