@@ -1632,12 +1632,17 @@ void k_sim_check(int units, int T, double us, int *runs, int *who, double *longe
 	*longest = k.longest;
 }
 
-// A layer's kernels to and from Winograd's space, a block of WINO_BLOCK
-// outputs by WINO_BLOCK inputs a unit across the threads (serial, they
-// were 3% of a 2-thread ResNet-20 step, with the pool's other thread
-// waiting; by blocks of outputs alone, a 64-channel layer's were 4 units,
-// which 16 threads ran 3.4 times faster than one, `--simulate-threads
-// 16`). Each kernel's transform is its own: the cut changes no bits.
+// A layer's kernels to and from Winograd's space, a block of outputs by
+// inputs a unit across the threads (serial, they were 3% of a 2-thread
+// ResNet-20 step, with the pool's other thread waiting; by blocks of
+// outputs alone, a 64-channel layer's were 4 units, which 16 threads ran
+// 3.4 times faster than one, `--simulate-threads 16`). Blocks are
+// WINO_BLOCK by WINO_BLOCK, halved (inputs first, down to WK_LEAST) while
+// there are fewer than the threads: in blocks of 16 by 16, a 32-channel
+// layer's 4 units ran 2.7 to 3.0 times faster at 16 threads than on one,
+// and a 16-channel layer's gradient was 1 unit. Each kernel's transform
+// is its own: the cut changes no bits.
+#define WK_LEAST 4
 struct wk {
 	float *u, *dwt, *parts, *dw;
 	const float *w; // the forward's weight (o, c, 3, 3)
@@ -1645,20 +1650,30 @@ struct wk {
 	size_t o, c;
 	int flip;
 	const struct k_wino_plan *plan;
+	size_t bo, bc; // a unit's outputs and inputs (wk_cut)
 };
 
 // wk_blocks is the unit count of a layer's kernels: blocks of outputs by
 // blocks of inputs.
-static size_t wk_blocks(const struct wk *k) {
-	return (k->o + WINO_BLOCK - 1) / WINO_BLOCK * ((k->c + WINO_BLOCK - 1) / WINO_BLOCK);
+static size_t wk_blocks(const struct wk *k) { return (k->o + k->bo - 1) / k->bo * ((k->c + k->bc - 1) / k->bc); }
+
+// wk_cut sets the blocks' sizes for the pool's threads (above).
+static void wk_cut(struct wk *k) {
+	k->bo = k->bc = WINO_BLOCK;
+	while (wk_blocks(k) < (size_t)nthreads && (k->bo > WK_LEAST || k->bc > WK_LEAST)) {
+		if (k->bc >= k->bo && k->bc > WK_LEAST)
+			k->bc /= 2;
+		else
+			k->bo /= 2;
+	}
 }
 
 // wk_unit is unit u's outputs [*p0, *p1) and inputs [*c0, *c1).
 static void wk_unit(const struct wk *k, size_t u, size_t *p0, size_t *p1, size_t *c0, size_t *c1) {
-	size_t cb = (k->c + WINO_BLOCK - 1) / WINO_BLOCK;
-	*p0 = u / cb * WINO_BLOCK, *c0 = u % cb * WINO_BLOCK;
-	*p1 = *p0 + WINO_BLOCK < k->o ? *p0 + WINO_BLOCK : k->o;
-	*c1 = *c0 + WINO_BLOCK < k->c ? *c0 + WINO_BLOCK : k->c;
+	size_t cb = (k->c + k->bc - 1) / k->bc;
+	*p0 = u / cb * k->bo, *c0 = u % cb * k->bc;
+	*p1 = *p0 + k->bo < k->o ? *p0 + k->bo : k->o;
+	*c1 = *c0 + k->bc < k->c ? *c0 + k->bc : k->c;
 }
 
 static void t_wino_weights(void *p, size_t lo, size_t hi, int w) {
@@ -1800,6 +1815,7 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	float *u = keep(&ukern, nu * sizeof(float));
 	struct wk k = {
 	    .u = u, .w = w, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .plan = &plan};
+	wk_cut(&k);
 	run(wk_blocks(&k), t_wino_weights, &k);
 	cv.w = u;
 	if (wide(parts)) {
@@ -1857,6 +1873,7 @@ void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float 
 		run(units, t_wino_dw, &cv);
 	sum_first(cv.parts, units, K);
 	struct wk k = {.dwt = dwt, .dw = dw, .parts = cv.parts, .o = s->o, .c = s->c, .plan = &plan};
+	wk_cut(&k);
 	run(wk_blocks(&k), t_wino_weights_grad, &k);
 }
 
