@@ -65,6 +65,8 @@ void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const f
 void k_gemm_speeds(const double *s, int T);
 int k_cut_rows(size_t units, size_t parts, size_t fewest, size_t *at);
 size_t k_tile_parts(size_t blocks, size_t T, size_t most);
+typedef float (*k_range_fn)(void *ctx, size_t lo, size_t hi);
+float k_pool_ranges(size_t n, size_t grain, k_range_fn fn, void *ctx);
 void k_learn_check(size_t m, const double *t, const int *who, double *s);
 void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
              size_t ldb, float beta, float *c, size_t ldc);

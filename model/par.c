@@ -616,6 +616,44 @@ static void zero1(float *y, const float *unused, const float *unused2, size_t n)
 // calling thread (Go's clear), about 12 ms a step at any thread count.
 void k_zero_par(float *y, size_t n) { flat_run(zero1, y, y, NULL, n); }
 
+// ---- other packages' element-wise passes (optim's updates) ----
+
+struct ranges {
+	k_range_fn fn;
+	void *ctx;
+	size_t n, parts;
+	float *out; // one result a part
+};
+
+static void t_update(void *p, size_t lo, size_t hi, int w) {
+	struct ranges *r = p;
+	(void)w;
+	for (size_t u = lo; u < hi; u++) r->out[u] = r->fn(r->ctx, r->n * u / r->parts, r->n * (u + 1) / r->parts);
+}
+
+// k_pool_ranges runs fn(ctx, lo, hi) over [0, n) cut into equal parts of
+// at least grain values, at most one a thread, as a pass of this pool,
+// and returns the parts' results added in part order. It is for code
+// outside this package (optim's updates), which gets it as a function
+// pointer (model.PoolRanges): the rank's one pool, whose threads are
+// spinning from the backward's last pass when the update comes, rather
+// than a second set of threads beside it. fn must treat each value on
+// its own (the cut depends on the thread count).
+float k_pool_ranges(size_t n, size_t grain, k_range_fn fn, void *ctx) {
+	size_t parts = grain ? n / grain : n;
+	if (parts > (size_t)nthreads) parts = (size_t)nthreads;
+	if (parts < 1) parts = 1;
+	if (parts == 1) return fn(ctx, 0, n);
+	// On this stack, not partials(): a parameter server's goroutine may
+	// update while the training one's passes run (run takes turns).
+	float out[MAXT];
+	struct ranges r = {fn, ctx, n, parts, out};
+	run(parts, t_update, &r);
+	float sum = 0;
+	for (size_t u = 0; u < parts; u++) sum += r.out[u];
+	return sum;
+}
+
 static void copy1(float *y, const float *x, const float *unused, size_t n) {
 	(void)unused;
 	memcpy(y, x, n * sizeof(float));

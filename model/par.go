@@ -52,6 +52,12 @@ func SimulateThreads(n int) error {
 // Threads is the pool's size.
 func Threads() int { return int(threads.Load()) }
 
+// PoolRanges is par.c's k_pool_ranges, a C function pointer, for other
+// packages' C code to run element-wise work as passes of this pool
+// (optim.UsePool): float (*)(size_t n, size_t grain, float (*fn)(void *,
+// size_t, size_t), void *ctx).
+func PoolRanges() unsafe.Pointer { return unsafe.Pointer(C.k_pool_ranges) }
+
 // blasIn is the cblas_sgemm the C code calls (nil: its own plain loop).
 var blasIn unsafe.Pointer
 

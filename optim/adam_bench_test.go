@@ -59,14 +59,14 @@ func gptSpans() ([]Span, int) {
 }
 
 // BenchmarkAdamWGPT: AdamW's update of the GPT's 30M parameters, in its
-// runs with and without decay, at 1 and 2 threads (SetThreads).
+// runs with and without decay, at 1 and 2 threads of the model's pool.
 func BenchmarkAdamWGPT(b *testing.B) {
 	spans, n := gptSpans()
 	for _, threads := range []int{1, 2} {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			SetThreads(threads)
-			defer SetThreads(1)
-			benchSteps(b, Config{Name: "adamw", Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, NoDecay: spans}, n)
+			withThreads(threads, func() {
+				benchSteps(b, Config{Name: "adamw", Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, NoDecay: spans}, n)
+			})
 		})
 	}
 }

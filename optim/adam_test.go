@@ -2,8 +2,10 @@ package optim
 
 import (
 	"math"
+	"runtime"
 	"testing"
 	"train/internal/near"
+	"train/model"
 )
 
 // TestAdam follows torch.optim.Adam and AdamW by hand for two steps of one
@@ -82,32 +84,53 @@ func TestNonFinite(t *testing.T) {
 	}
 }
 
-// TestUpdateThreads: AdamW's, Adam's and SGD's updates cut across
-// workers (SetThreads), over runs with and without weight decay that the
-// parts' edges fall inside, give the bits of one thread, find a NaN in
-// any part, and allocate nothing.
+// withThreads runs fn with the updates on the model's pool of n threads
+// (as trainer sets it up), then goes back to one thread and no pool.
+func withThreads(n int, fn func()) {
+	procs := runtime.GOMAXPROCS(0) // SetThreads raises it
+	model.SetThreads(n)
+	UsePool(model.PoolRanges())
+	defer func() {
+		UsePool(nil)
+		model.SetThreads(1)
+		runtime.GOMAXPROCS(procs)
+	}()
+	fn()
+}
+
+// TestUpdateThreads: AdamW's, Adam's and SGD's updates cut across the
+// model's pool (UsePool), over runs with and without weight decay that
+// the parts' edges fall inside, give the bits of one thread, run as one
+// pass of 3 units, find a NaN in any part, and allocate nothing.
 func TestUpdateThreads(t *testing.T) {
 	const n = 3<<20 + 5
 	// Spans without decay: one inside the first part, one across the edge
 	// of the first and second of 3 parts, one in the last part.
 	spans := []Span{{1000, 2000}, {n/3 - 7, n/3 + 100}, {n - 50, n - 10}}
 	for _, name := range []string{"adamw", "adam", "sgd"} {
-		run := func(threads int, nan bool) ([]float32, bool, float64) {
-			SetThreads(threads)
-			defer SetThreads(1)
-			o, err := New(Config{Name: name, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, Momentum: 0.9, WeightDecay: 0.1, NoDecay: spans}, n)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, g := make([]float32, n), make([]float32, n)
-			for i := range p {
-				p[i], g[i] = float32(i%1000)/1000, float32(i%777)/777-0.5
-			}
-			if nan {
-				g[n-3] = float32(math.NaN())
-			}
-			ok := o.Step(p, g, 1e-3, 1)
-			allocs := testing.AllocsPerRun(2, func() { o.Step(p, g, 1e-3, 2) })
+		run := func(threads int, nan bool) (p []float32, ok bool, allocs float64) {
+			withThreads(threads, func() {
+				o, err := New(Config{Name: name, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, Momentum: 0.9, WeightDecay: 0.1, NoDecay: spans}, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var g []float32
+				p, g = make([]float32, n), make([]float32, n)
+				for i := range p {
+					p[i], g[i] = float32(i%1000)/1000, float32(i%777)/777-0.5
+				}
+				if nan {
+					g[n-3] = float32(math.NaN())
+				}
+				model.ProfilePasses(true)
+				ok = o.Step(p, g, 1e-3, 1)
+				passes := model.Passes()
+				model.ProfilePasses(false)
+				if threads > 1 && (len(passes) != 1 || passes[0].Units != threads || passes[0].Count != 1) {
+					t.Errorf("%s on %d threads: passes %+v, want one of %d units", name, threads, passes, threads)
+				}
+				allocs = testing.AllocsPerRun(2, func() { o.Step(p, g, 1e-3, 2) })
+			})
 			return p, ok, allocs
 		}
 		one, _, _ := run(1, false)

@@ -1,10 +1,14 @@
 package optim
 
+/*
+#include "adam.h"
+*/
+import "C"
+
 import (
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 )
 
 // Optimizer updates a flat parameter buffer from a flat gradient buffer.
@@ -93,56 +97,39 @@ func New(c Config, n int) (Optimizer, error) {
 type Adam struct {
 	Beta1, Beta2, Eps, WeightDecay float64
 	Decoupled                      bool
-	M, V                           []float32 // exp_avg, exp_avg_sq
-	segs                           []segment // runs with and without decay; nil: all decay
-	wg                             sync.WaitGroup
-	bads                           [maxThreads]float32 // each worker's sum of g-g
-	up                             adamUpdate          // the update in progress, for the workers
+	M, V                           []float32        // exp_avg, exp_avg_sq
+	segs                           []segment        // runs with and without decay; nil: all decay
+	runs                           []C.struct_k_seg // segs for update.c (made at the first Step)
 }
-
-// maxThreads bounds the workers one update is cut across.
-const maxThreads = 64
 
 // Step applies update t.
 func (a *Adam) Step(params, grads []float32, lr float32, t int) bool {
 	if len(params) != len(grads) || len(a.M) != len(params) {
 		panic("optim: length mismatch")
 	}
+	if len(params) == 0 {
+		return true
+	}
 	// 1-beta in float64, then rounded once, as PyTorch passes it: from a
 	// float32 beta2 = 0.999 it would be off by 1e-5 relative.
 	k := adamStep{b1: float32(a.Beta1), b2: float32(a.Beta2), c1: float32(1 - a.Beta1), c2: float32(1 - a.Beta2),
 		step: lr / float32(1-math.Pow(a.Beta1, float64(t))),
 		rbc2: float32(1 / math.Sqrt(1-math.Pow(a.Beta2, float64(t)))), eps: float32(a.Eps)}
-	a.up = adamUpdate{a: a, k: k, params: params, grads: grads, lr: lr}
-	bad := applyPar(&a.up, len(params), &a.wg, a.bads[:])
-	a.up = adamUpdate{} // holds no buffers past the call
+	// The decaying runs' decay: decoupled, the parameter shrunk first;
+	// else L2, added to the gradient. The other runs take neither.
+	wd := float32(a.WeightDecay)
+	shrink, l2 := float32(1), wd
+	if a.Decoupled {
+		shrink, l2 = 1-lr*wd, 0
+	}
+	if a.runs == nil && a.segs != nil {
+		a.runs = cRuns(a.segs)
+	}
+	runs, nruns := runsArg(a.runs)
+	bad := C.k_adam_update(poolFn(), fp(params), fp(grads), fp(a.M), fp(a.V), C.size_t(len(params)), runs, nruns,
+		C.float(k.b1), C.float(k.b2), C.float(k.c1), C.float(k.c2), C.float(k.step), C.float(k.rbc2), C.float(k.eps),
+		C.float(shrink), C.float(l2))
 	return bad == 0
-}
-
-// adamUpdate is one Step's update, which any range of the parameters
-// runs alone (par.go).
-type adamUpdate struct {
-	a             *Adam
-	k             adamStep
-	params, grads []float32
-	lr            float32
-}
-
-func (u *adamUpdate) applyRange(lo, hi int) float32 {
-	a, wd := u.a, float32(u.a.WeightDecay)
-	var bad float32
-	runsIn(a.segs, lo, hi, func(i, j int, decay bool) {
-		shrink, l2 := float32(1), float32(0)
-		switch {
-		case !decay:
-		case a.Decoupled:
-			shrink = 1 - u.lr*wd
-		default:
-			l2 = wd
-		}
-		bad += u.k.apply(u.params[i:j], u.grads[i:j], a.M[i:j], a.V[i:j], shrink, l2)
-	})
-	return bad
 }
 
 // adamStep is one update's constants.

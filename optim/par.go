@@ -1,101 +1,62 @@
 package optim
 
+/*
+#include "adam.h"
+*/
+import "C"
+
 import (
-	"runtime"
-	"sync"
+	"sync/atomic"
+	"unsafe"
 )
 
 // The updates are element-wise and memory-bound: AdamW's on 30M
 // parameters is a few percent of a GPT step on one thread, and it would
-// stay serial while the model's passes use every thread (--threads). Step
-// cuts the whole parameter vector, across the runs with and without
-// weight decay, into equal parts of at least parGrain values, one per
-// worker (goroutines: such an update is milliseconds long, so waking
-// them costs nothing that matters); the result does not depend on the
-// thread count, each value's update being its own. The cut used to be per
-// run, and the GPT's runs are a tensor each, most under 2*parGrain: its
-// update at 2 threads took 0.75 to 0.8 of one thread's time where one run
-// of the same size took 0.5 (BenchmarkAdamWGPT).
+// stay serial while the model's passes use every thread (--threads).
+// Step makes one call into update.c, which runs the whole parameter
+// vector, across the runs with and without weight decay, as one pass of
+// the model's thread pool (UsePool: model.PoolRanges), cut into equal
+// parts of at least 64K values, one a thread; the result does not depend
+// on the thread count, each value's update being its own.
 //
-// Smaller updates stay on the caller: ResNet-20's SGD (272,186 values,
-// 0.36 ms a step) would be cut while the model's pool threads still spin
-// after the backward's last pass.
-const parGrain = 1 << 20
+// The cut used to be per run, and the GPT's runs are a tensor each, most
+// small: its update at 2 threads took 0.75 to 0.8 of one thread's time
+// where one run of the same size took 0.5 (BenchmarkAdamWGPT). And it
+// used to run on goroutines of its own, a second set of threads beside
+// the pool's, which left ResNet-20's SGD (272,186 values) on the caller:
+// cut across goroutines, it would have run while the pool's threads
+// still spun after the backward's last pass. As a pass of the pool it
+// takes those threads.
 
-// ranger is an update that runs on any range [lo, hi) of the parameter
-// vector alone and returns its sum of g-g (0 unless some g is not
-// finite).
-type ranger interface{ applyRange(lo, hi int) float32 }
+// pool is model.PoolRanges (nil: the caller alone).
+var pool atomic.Pointer[byte]
 
-// job is one worker's share of an update, sent by value (no allocation:
-// r holds a pointer).
-type job struct {
-	r      ranger
-	lo, hi int
-	bad    *float32
-	done   *sync.WaitGroup
-}
+// UsePool runs the updates as passes of the thread pool p, a C function
+// float (*)(size_t n, size_t grain, float (*)(void *, size_t, size_t),
+// void *) such as model.PoolRanges (nil: on the caller alone).
+func UsePool(p unsafe.Pointer) { pool.Store((*byte)(p)) }
 
-var (
-	poolMu  sync.Mutex
-	workers []chan job
-)
+func poolFn() unsafe.Pointer { return unsafe.Pointer(pool.Load()) }
 
-// SetThreads sizes the workers an update is cut across (n-1 besides the
-// caller).
-func SetThreads(n int) {
-	poolMu.Lock()
-	defer poolMu.Unlock()
-	for len(workers) < n-1 {
-		ch := make(chan job)
-		workers = append(workers, ch)
-		go func() {
-			for j := range ch {
-				*j.bad = j.r.applyRange(j.lo, j.hi)
-				j.done.Done()
-			}
-		}()
-	}
-	workers = workers[:max(n-1, 0)]
-	if runtime.GOMAXPROCS(0) < n {
-		runtime.GOMAXPROCS(n)
-	}
-}
-
-// applyPar runs r over [0, n) cut into len(workers)+1 equal parts (fewer
-// where that leaves a part under parGrain), the caller taking the first,
-// and returns the sum of the parts' g-g. bads holds one sum a part.
-func applyPar(r ranger, n int, wg *sync.WaitGroup, bads []float32) float32 {
-	T := min(len(workers)+1, max(n/parGrain, 1), len(bads))
-	if T <= 1 {
-		return r.applyRange(0, n)
-	}
-	wg.Add(T - 1)
-	for w := 1; w < T; w++ {
-		workers[w-1] <- job{r, n * w / T, n * (w + 1) / T, &bads[w], wg}
-	}
-	bad := r.applyRange(0, n/T)
-	wg.Wait()
-	for _, b := range bads[1:T] {
-		bad += b
-	}
-	return bad
-}
-
-// runsIn calls f for each part of [lo, hi) that lies in one run of segs
-// (nil: one decaying run), with that run's decay.
-func runsIn(segs []segment, lo, hi int, f func(a, b int, decay bool)) {
+// cRuns is segs as adam.h's runs, nil for nil (one run, decaying).
+func cRuns(segs []segment) []C.struct_k_seg {
 	if segs == nil {
-		f(lo, hi, true)
-		return
+		return nil
 	}
-	start := 0
-	for _, sg := range segs {
-		if a, b := max(start, lo), min(sg.End, hi); a < b {
-			f(a, b, sg.Decay)
-		}
-		if start = sg.End; start >= hi {
-			return
+	cs := make([]C.struct_k_seg, len(segs))
+	for i, s := range segs {
+		cs[i].end = C.size_t(s.End)
+		if s.Decay {
+			cs[i].decay = 1
 		}
 	}
+	return cs
+}
+
+// runsArg is cs for a C call: its first element and length.
+func runsArg(cs []C.struct_k_seg) (*C.struct_k_seg, C.size_t) {
+	if len(cs) == 0 {
+		return nil, 0
+	}
+	return &cs[0], C.size_t(len(cs))
 }

@@ -5,8 +5,6 @@ package optim
 */
 import "C"
 
-import "sync"
-
 // SGD is stochastic gradient descent with momentum and L2 weight decay,
 // exactly torch.optim.SGD with dampening 0:
 //
@@ -22,10 +20,8 @@ type SGD struct {
 	// Buf is the momentum buffer, one value per parameter; nil until the
 	// first Step when Momentum is zero.
 	Buf  []float32
-	segs []segment // runs with and without decay; nil: all decay
-	wg   sync.WaitGroup
-	bads [maxThreads]float32 // each worker's sum of g-g
-	up   sgdUpdate           // the update in progress, for the workers
+	segs []segment        // runs with and without decay; nil: all decay
+	runs []C.struct_k_seg // segs for update.c (made at the first Step)
 }
 
 // NewSGD returns an SGD for n parameters.
@@ -43,35 +39,24 @@ func (s *SGD) Step(params, grads []float32, lr float32, _ int) bool {
 	if len(params) != len(grads) || (s.Buf != nil && len(s.Buf) != len(params)) {
 		panic("optim: length mismatch")
 	}
-	s.up = sgdUpdate{s: s, params: params, grads: grads, lr: lr}
-	bad := applyPar(&s.up, len(params), &s.wg, s.bads[:]) // sum of g-g: 0 unless some g is NaN or Inf
-	s.up = sgdUpdate{}                                    // holds no buffers past the call
+	if len(params) == 0 {
+		return true
+	}
+	mode := 0
+	var buf *C.float
+	if s.Buf != nil {
+		mode, buf = 1, fp(s.Buf)
+		if s.Nesterov {
+			mode = 2
+		}
+	}
+	if s.runs == nil && s.segs != nil {
+		s.runs = cRuns(s.segs)
+	}
+	runs, nruns := runsArg(s.runs)
+	bad := C.k_sgd_update(poolFn(), fp(params), fp(grads), buf, C.size_t(len(params)), runs, nruns, C.float(lr),
+		C.float(s.WeightDecay), C.float(s.Momentum), C.int(mode)) // sum of g-g: 0 unless some g is NaN or Inf
 	return bad == 0
-}
-
-// sgdUpdate is one Step's update, which any range of the parameters runs
-// alone (par.go).
-type sgdUpdate struct {
-	s             *SGD
-	params, grads []float32
-	lr            float32
-}
-
-func (u *sgdUpdate) applyRange(lo, hi int) float32 {
-	s := u.s
-	var bad float32
-	runsIn(s.segs, lo, hi, func(i, j int, decay bool) {
-		wd := s.WeightDecay
-		if !decay {
-			wd = 0
-		}
-		var buf []float32
-		if s.Buf != nil {
-			buf = s.Buf[i:j]
-		}
-		bad += s.apply(u.params[i:j], u.grads[i:j], buf, u.lr, wd)
-	})
-	return bad
 }
 
 // apply updates one run of parameters at weight decay wd (sgd.c's

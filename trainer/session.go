@@ -518,7 +518,7 @@ func (s *Session) loadBLAS() (string, error) {
 		threads = coresPerRank(localSize)
 	}
 	threads = model.SetThreads(threads)
-	optim.SetThreads(threads)
+	optim.UsePool(model.PoolRanges())
 	wino := s.Cfg.Model.Conv == "winograd"
 	model.UseWinograd(wino)
 	// ZeRO stages 2 and 3 free and fault pages every step (params/huge.go).
