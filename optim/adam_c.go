@@ -13,7 +13,8 @@ func fp(v []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceDat
 
 // apply updates one run of parameters, with decoupled decay as shrink or
 // L2 decay as l2, and returns the sum of g-g (0 unless some g is not
-// finite): the C loop of adam.c.
+// finite): the C loop of adam.c, for its tests (Step reaches it through
+// update.c).
 func (k adamStep) apply(params, grads, m, v []float32, shrink, l2 float32) float32 {
 	n := len(params)
 	if len(grads) < n || len(m) < n || len(v) < n {

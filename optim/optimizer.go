@@ -70,7 +70,7 @@ func New(c Config, n int) (Optimizer, error) {
 			return nil, fmt.Errorf("--nesterov needs --momentum > 0")
 		}
 		s := NewSGD(n, float32(c.Momentum), float32(c.WeightDecay))
-		s.Nesterov, s.segs = c.Nesterov, segs
+		s.Nesterov, s.runs = c.Nesterov, cRuns(segs)
 		return s, nil
 	case "adam", "adamw":
 		if c.Beta1 < 0 || c.Beta1 >= 1 || c.Beta2 < 0 || c.Beta2 >= 1 || c.Eps <= 0 {
@@ -79,7 +79,7 @@ func New(c Config, n int) (Optimizer, error) {
 		return &Adam{
 			Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay,
 			Decoupled: c.Name == "adamw",
-			M:         make([]float32, n), V: make([]float32, n), segs: segs,
+			M:         make([]float32, n), V: make([]float32, n), runs: cRuns(segs),
 		}, nil
 	}
 	return nil, fmt.Errorf("unknown --optimizer %q: choose one of %s", c.Name, strings.Join(Names, ", "))
@@ -98,8 +98,7 @@ type Adam struct {
 	Beta1, Beta2, Eps, WeightDecay float64
 	Decoupled                      bool
 	M, V                           []float32        // exp_avg, exp_avg_sq
-	segs                           []segment        // runs with and without decay; nil: all decay
-	runs                           []C.struct_k_seg // segs for update.c (made at the first Step)
+	runs                           []C.struct_k_seg // runs with and without decay (update.c's); nil: all decay
 }
 
 // Step applies update t.
@@ -121,9 +120,6 @@ func (a *Adam) Step(params, grads []float32, lr float32, t int) bool {
 	shrink, l2 := float32(1), wd
 	if a.Decoupled {
 		shrink, l2 = 1-lr*wd, 0
-	}
-	if a.runs == nil && a.segs != nil {
-		a.runs = cRuns(a.segs)
 	}
 	runs, nruns := runsArg(a.runs)
 	bad := C.k_adam_update(poolFn(), fp(params), fp(grads), fp(a.M), fp(a.V), C.size_t(len(params)), runs, nruns,

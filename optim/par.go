@@ -16,7 +16,7 @@ import (
 // Step makes one call into update.c, which runs the whole parameter
 // vector, across the runs with and without weight decay, as one pass of
 // the model's thread pool (UsePool: model.PoolRanges), cut into equal
-// parts of at least 64K values, one a thread; the result does not depend
+// parts of at least 16K values, one a thread; the result does not depend
 // on the thread count, each value's update being its own.
 //
 // The cut used to be per run, and the GPT's runs are a tensor each, most

@@ -20,8 +20,7 @@ type SGD struct {
 	// Buf is the momentum buffer, one value per parameter; nil until the
 	// first Step when Momentum is zero.
 	Buf  []float32
-	segs []segment        // runs with and without decay; nil: all decay
-	runs []C.struct_k_seg // segs for update.c (made at the first Step)
+	runs []C.struct_k_seg // runs with and without decay (update.c's); nil: all decay
 }
 
 // NewSGD returns an SGD for n parameters.
@@ -50,9 +49,6 @@ func (s *SGD) Step(params, grads []float32, lr float32, _ int) bool {
 			mode = 2
 		}
 	}
-	if s.runs == nil && s.segs != nil {
-		s.runs = cRuns(s.segs)
-	}
 	runs, nruns := runsArg(s.runs)
 	bad := C.k_sgd_update(poolFn(), fp(params), fp(grads), buf, C.size_t(len(params)), runs, nruns, C.float(lr),
 		C.float(s.WeightDecay), C.float(s.Momentum), C.int(mode)) // sum of g-g: 0 unless some g is NaN or Inf
@@ -60,7 +56,8 @@ func (s *SGD) Step(params, grads []float32, lr float32, _ int) bool {
 }
 
 // apply updates one run of parameters at weight decay wd (sgd.c's
-// loop) and returns the sum of g-g (0 unless some g is not finite).
+// loop) and returns the sum of g-g (0 unless some g is not finite), for
+// its tests (Step reaches it through update.c).
 func (s *SGD) apply(params, grads, buf []float32, lr, wd float32) float32 {
 	n := len(params)
 	if len(grads) < n || (buf != nil && len(buf) < n) {

@@ -22,7 +22,7 @@ struct upd {
 	int adam;
 	float *p, *m, *v; // SGD: m its momentum buffer (NULL: none), v unused
 	const float *g;
-	const struct k_seg *segs; // NULL: one run, decaying
+	const struct k_seg *segs; // NULL (nsegs 0): one run, decaying
 	size_t nsegs;
 	float b1, b2, c1, c2, step, rbc2, eps, shrink, l2; // Adam; shrink and l2 for decaying runs
 	float lr, wd, mu;                                  // SGD; wd for decaying runs
@@ -60,7 +60,7 @@ static float update(void *pool, const struct upd *u, size_t n) {
 float k_adam_update(void *pool, float *p, const float *g, float *m, float *v, size_t n, const struct k_seg *segs,
                     size_t nsegs, float b1, float b2, float c1, float c2, float step, float rbc2, float eps,
                     float shrink, float l2) {
-	struct upd u = {.adam = 1, .p = p, .g = g, .m = m, .v = v, .segs = nsegs ? segs : NULL, .nsegs = nsegs,
+	struct upd u = {.adam = 1, .p = p, .g = g, .m = m, .v = v, .segs = segs, .nsegs = nsegs,
 	                .b1 = b1, .b2 = b2, .c1 = c1, .c2 = c2, .step = step, .rbc2 = rbc2, .eps = eps,
 	                .shrink = shrink, .l2 = l2};
 	return update(pool, &u, n);
@@ -68,7 +68,7 @@ float k_adam_update(void *pool, float *p, const float *g, float *m, float *v, si
 
 float k_sgd_update(void *pool, float *p, const float *g, float *buf, size_t n, const struct k_seg *segs, size_t nsegs,
                    float lr, float wd, float mu, int mode) {
-	struct upd u = {.p = p, .g = g, .m = buf, .segs = nsegs ? segs : NULL, .nsegs = nsegs, .lr = lr, .wd = wd,
+	struct upd u = {.p = p, .g = g, .m = buf, .segs = segs, .nsegs = nsegs, .lr = lr, .wd = wd,
 	                .mu = mu, .mode = mode};
 	return update(pool, &u, n);
 }
