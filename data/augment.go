@@ -38,23 +38,54 @@ func (d *Dataset) BatchAugmented(x []float32, y []int32, idx []int, a Augment, e
 		img := d.Images[i*s : (i+1)*s]
 		out := x[b*s : (b+1)*s]
 		for ch := range d.C {
-			lut := &d.lut[ch]
-			for r := range d.H {
-				sr := r + dy
-				row := out[ch*hw+r*d.W : ch*hw+(r+1)*d.W]
-				for c := range d.W {
-					sc := c + dx
-					if flip {
-						sc = d.W - 1 - c + dx
-					}
-					if sr < 0 || sr >= d.H || sc < 0 || sc >= d.W {
-						row[c] = lut[0]
-					} else {
-						row[c] = lut[img[ch*hw+sr*d.W+sc]]
-					}
-				}
-			}
+			d.cropPlane(out[ch*hw:(ch+1)*hw], img[ch*hw:(ch+1)*hw], &d.lut[ch], dy, dx, flip)
 		}
 		y[b] = int32(d.Labels[i])
+	}
+}
+
+// cropPlane writes one channel's crop: output pixel (r, c) is source
+// pixel (r+dy, c+dx), or (r+dy, W-1-c+dx) flipped, through lut, and
+// lut[0] where that falls outside the image. The pixels of a row that
+// fall inside are one span, found once: the batch is built on the
+// training goroutine between steps, serial work ahead of every thread's
+// step, and a pixel at a time a 64-image batch of 28x28 took about
+// 0.3 ms, a fifth of ResNet-20's serial work a step.
+func (d *Dataset) cropPlane(out []float32, img []uint8, lut *[256]float32, dy, dx int, flip bool) {
+	W, pad := d.W, lut[0]
+	// The columns c whose source column is inside: c+dx in [0, W), or,
+	// flipped, W-1-c+dx in [0, W), i.e. c in [dx, W+dx).
+	lo, hi := -dx, W-dx
+	if flip {
+		lo, hi = dx, W+dx
+	}
+	lo, hi = max(lo, 0), min(hi, W)
+	for r := range d.H {
+		row := out[r*W : (r+1)*W]
+		sr := r + dy
+		if sr < 0 || sr >= d.H || lo >= hi {
+			for c := range row {
+				row[c] = pad
+			}
+			continue
+		}
+		src := img[sr*W : (sr+1)*W]
+		for c := range lo {
+			row[c] = pad
+		}
+		if flip {
+			span, in := row[lo:hi], src[W-hi+dx:W-lo+dx]
+			last := len(in) - 1
+			for c := range span {
+				span[c] = lut[in[last-c]]
+			}
+		} else {
+			for c, p := range src[lo+dx : hi+dx] {
+				row[lo+c] = lut[p]
+			}
+		}
+		for c := hi; c < W; c++ {
+			row[c] = pad
+		}
 	}
 }

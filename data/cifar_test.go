@@ -2,6 +2,7 @@ package data
 
 import (
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -170,6 +171,39 @@ func TestAugment(t *testing.T) {
 	train.Batch(plain, y[:1], []int{17})
 	if !slices.Equal(x2, plain) {
 		t.Error("no augmentation is not Batch")
+	}
+}
+
+// TestCropPlane: every shift, inside the image and wholly outside it
+// (more than W or H either way), flipped or not, gives the pixels that
+// matchesShift's pixel-by-pixel definition wants.
+func TestCropPlane(t *testing.T) {
+	train, _, err := LoadCIFAR(fixtureDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, hw := train.SampleSize(), train.H*train.W
+	plain := make([]float32, s)
+	train.Batch(plain, make([]int32, 1), []int{17})
+	img := train.Images[17*s : 18*s]
+	got := make([]float32, s)
+	bad := 0
+	for dy := -train.H - 2; dy <= train.H+2; dy++ {
+		for dx := -train.W - 2; dx <= train.W+2; dx++ {
+			for _, flip := range []bool{false, true} {
+				for i := range got {
+					got[i] = float32(math.NaN())
+				}
+				for ch := range train.C {
+					train.cropPlane(got[ch*hw:(ch+1)*hw], img[ch*hw:(ch+1)*hw], &train.lut[ch], dy, dx, flip)
+				}
+				if !matchesShift(got, plain, train, dy, dx, flip) {
+					if bad++; bad <= 5 {
+						t.Errorf("shift (%d, %d) flip %v: not the padded crop", dy, dx, flip)
+					}
+				}
+			}
+		}
 	}
 }
 
