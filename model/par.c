@@ -2062,20 +2062,27 @@ void k_conv_dx(const struct k_conv_shape *s, float *dx, const float *dy, const f
 
 // dperm holds the weight permuted for the forward (k, k, c, o) or the
 // input gradient (k, k, o, c), made on the caller's thread before the
-// pass (at most a few hundred KB, against the pass's MFLOPs).
+// pass (at most a few hundred KB, against the pass's MFLOPs). It is
+// serial work ahead of every thread, so it writes its rows in order and
+// gathers each from w: ResNet-20's 32-to-64 forward permutation took
+// 19 us from memory instead of 45 scattering w's elements in w's order.
 static struct kept dperm;
 
 static float *direct_weights(const struct k_conv_shape *s, const float *w, int grad) {
 	size_t kk = s->k * s->k, C = s->c, O = s->o;
 	float *d = keep(&dperm, kk * C * O * sizeof(float));
-	for (size_t o = 0; o < O; o++)
-		for (size_t c = 0; c < C; c++)
-			for (size_t t = 0; t < kk; t++) {
-				float v = w[(o * C + c) * kk + t];
-				if (grad)
-					d[(t * O + o) * C + c] = v;
-				else
-					d[(t * C + c) * O + o] = v;
+	for (size_t t = 0; t < kk; t++)
+		if (grad)
+			for (size_t o = 0; o < O; o++) {
+				const float *src = w + o * C * kk + t;
+				float *row = d + (t * O + o) * C;
+				for (size_t c = 0; c < C; c++) row[c] = src[c * kk];
+			}
+		else
+			for (size_t c = 0; c < C; c++) {
+				const float *src = w + c * kk + t;
+				float *row = d + (t * C + c) * O;
+				for (size_t o = 0; o < O; o++) row[o] = src[o * C * kk];
 			}
 	return d;
 }
