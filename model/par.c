@@ -1776,6 +1776,29 @@ static void add_weights(float *dw, const float *g, size_t o0, size_t o1, size_t 
 	}
 }
 
+// spread is the chunk of units that gives each of the pool's threads
+// one, for passes whose units are rows of a small weight permuted or
+// added elementwise (the same bits at any cut): serial on the caller
+// they were tens of microseconds a layer ahead of every thread.
+static size_t spread(size_t units) {
+	size_t T = (size_t)nthreads;
+	return T > 1 ? (units + T - 1) / T : units;
+}
+
+// aw: add_weights of all of a gradient's inputs, outputs [lo, hi) a
+// chunk.
+struct aw {
+	float *dw;
+	const float *g;
+	size_t c, kk;
+};
+
+static void t_add_weights(void *p, size_t lo, size_t hi, int w) {
+	struct aw *a = p;
+	(void)w;
+	add_weights(a->dw, a->g, lo, hi, 0, a->c, a->c, a->kk);
+}
+
 // dw_by_parts runs fn over the batch's parts of cv->u images, each
 // setting its o x (k, k, c) sums at cv->parts + part * o*k*k*c, and adds
 // their sum in part order to dw (o, c, k, k): a weight gradient's bits
@@ -1787,7 +1810,8 @@ static void dw_by_parts(struct conv *cv, float *dw, task_fn fn) {
 	cv->parts = partials(units * OK * sizeof(float));
 	run(units, fn, cv);
 	sum_first(cv->parts, units, OK);
-	add_weights(dw, cv->parts, 0, s->o, 0, s->c, s->c, kk);
+	struct aw a = {dw, cv->parts, s->c, kk};
+	run_chunks(s->o, spread(s->o), t_add_weights, &a);
 }
 
 // k_permute_weights copies outputs [o0, o1) of a weight w (o, c, k*k),
@@ -2062,29 +2086,41 @@ void k_conv_dx(const struct k_conv_shape *s, float *dx, const float *dy, const f
 
 // dperm holds the weight permuted for the forward (k, k, c, o) or the
 // input gradient (k, k, o, c), made on the caller's thread before the
-// pass (at most a few hundred KB, against the pass's MFLOPs). It is
-// serial work ahead of every thread, so it writes its rows in order and
-// gathers each from w: ResNet-20's 32-to-64 forward permutation took
-// 19 us from memory instead of 45 scattering w's elements in w's order.
+// pass (at most a few hundred KB, against the pass's MFLOPs), in a pass
+// of its own across the threads (spread), each row written in order and
+// gathered from w: on the caller, scattering w's elements in w's order,
+// ResNet-20's 32-to-64 forward permutation took 45 us from memory, rows
+// in order 19.
 static struct kept dperm;
 
+struct dw_perm {
+	const struct k_conv_shape *s;
+	const float *w;
+	float *d;
+	int grad;
+};
+
+// t_direct_weights writes rows [lo, hi) of the permuted weight: row (t,
+// r) of (k, k, c, o) or, for the gradient, of (k, k, o, c).
+static void t_direct_weights(void *p, size_t lo, size_t hi, int w) {
+	const struct dw_perm *q = p;
+	size_t kk = q->s->k * q->s->k, C = q->s->c, O = q->s->o, R = q->grad ? O : C, L = q->grad ? C : O;
+	// A row's step through w: along c (stride kk) or along o (C*kk).
+	size_t step = q->grad ? kk : C * kk, rstep = q->grad ? C * kk : kk;
+	(void)w;
+	for (size_t u = lo; u < hi; u++) {
+		size_t t = u / R, r = u % R;
+		const float *src = q->w + r * rstep + t;
+		float *row = q->d + u * L;
+		for (size_t i = 0; i < L; i++) row[i] = src[i * step];
+	}
+}
+
 static float *direct_weights(const struct k_conv_shape *s, const float *w, int grad) {
-	size_t kk = s->k * s->k, C = s->c, O = s->o;
-	float *d = keep(&dperm, kk * C * O * sizeof(float));
-	for (size_t t = 0; t < kk; t++)
-		if (grad)
-			for (size_t o = 0; o < O; o++) {
-				const float *src = w + o * C * kk + t;
-				float *row = d + (t * O + o) * C;
-				for (size_t c = 0; c < C; c++) row[c] = src[c * kk];
-			}
-		else
-			for (size_t c = 0; c < C; c++) {
-				const float *src = w + c * kk + t;
-				float *row = d + (t * C + c) * O;
-				for (size_t o = 0; o < O; o++) row[o] = src[o * C * kk];
-			}
-	return d;
+	size_t kk = s->k * s->k, rows = kk * (grad ? s->o : s->c);
+	struct dw_perm q = {s, w, keep(&dperm, kk * s->c * s->o * sizeof(float)), grad};
+	run_chunks(rows, spread(rows), t_direct_weights, &q);
+	return q.d;
 }
 
 // direct_part is the images of a part: its x and dy (or y) within CHUNK.
