@@ -14,3 +14,6 @@ float k_adam_update(void *pool, float *p, const float *g, float *m, float *v, si
                     float shrink, float l2);
 float k_sgd_update(void *pool, float *p, const float *g, float *buf, size_t n, const struct k_seg *segs, size_t nsegs,
                    float lr, float wd, float mu, int mode);
+double k_sumsq_pool(void *pool, const float *x, size_t n);
+void k_sumsq_group(size_t g);
+void k_scale_pool(void *pool, float *x, size_t n, float c);

@@ -27,10 +27,22 @@ func (k adamStep) apply(params, grads, m, v []float32, shrink, l2 float32) float
 		C.float(k.step), C.float(k.rbc2), C.float(k.eps), C.float(shrink), C.float(l2)))
 }
 
-// sumSquares is the sum of the squares of v in float64 (adam.c).
+// sumSquares is the sum of the squares of v in float64, by blocks fixed
+// by its length, across the pool (update.c).
 func sumSquares(v []float32) float64 {
 	if len(v) == 0 {
 		return 0
 	}
-	return float64(C.k_sumsq(fp(v), C.size_t(len(v))))
+	return float64(C.k_sumsq_pool(poolFn(), fp(v), C.size_t(len(v))))
+}
+
+// sumSquaresGroup sets the blocks of 64K values one pass of sumSquares
+// sums (0: the default, 512), for its tests (cgo is not for _test files).
+func sumSquaresGroup(g int) { C.k_sumsq_group(C.size_t(g)) }
+
+// scale multiplies v by c in place, across the pool (update.c).
+func scale(v []float32, c float32) {
+	if len(v) > 0 {
+		C.k_scale_pool(poolFn(), fp(v), C.size_t(len(v)), C.float(c))
+	}
 }

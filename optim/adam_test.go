@@ -2,7 +2,9 @@ package optim
 
 import (
 	"math"
+	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"train/internal/near"
 	"train/model"
@@ -149,5 +151,63 @@ func TestUpdateThreads(t *testing.T) {
 		if _, ok, _ := run(3, true); ok {
 			t.Errorf("%s: a NaN in the last part went unnoticed on 3 threads", name)
 		}
+	}
+}
+
+// TestClipThreads: SumSquares over several of its blocks is the exact sum
+// of squares of small integers (every association is exact below 2^53)
+// and has the same bits at 1, 2 and 3 threads on random values, as one
+// pass of 3 units at 3; Scale gives each value's float32 product, as one
+// pass too.
+func TestClipThreads(t *testing.T) {
+	const n = 5<<16 + 123
+	ints, rnd := make([]float32, n), make([]float32, n)
+	var exact int64
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range ints {
+		v := int64(i%2001 - 1000)
+		ints[i], exact = float32(v), exact+v*v
+		rnd[i] = float32(r.NormFloat64())
+	}
+	var sums [4]float64
+	// Two blocks a pass: the 6 blocks in three passes, each pass's edges
+	// inside the vector.
+	sumSquaresGroup(2)
+	if got := SumSquares(ints); got != float64(exact) {
+		t.Errorf("two blocks a pass: sum of squares %v, want %d", got, exact)
+	}
+	sumSquaresGroup(0)
+	for threads := 1; threads <= 3; threads++ {
+		withThreads(threads, func() {
+			if got := SumSquares(ints); got != float64(exact) {
+				t.Errorf("%d threads: sum of squares %v, want %d", threads, got, exact)
+			}
+			model.ProfilePasses(true)
+			sums[threads] = SumSquares(rnd)
+			passes := model.Passes()
+			model.ProfilePasses(false)
+			if threads == 3 && (len(passes) != 1 || passes[0].Units != 3) {
+				t.Errorf("SumSquares on 3 threads: passes %+v, want one of 3 units", passes)
+			}
+			if threads < 3 {
+				return
+			}
+			g := slices.Clone(rnd)
+			model.ProfilePasses(true)
+			Scale(g, 0.3)
+			passes = model.Passes()
+			model.ProfilePasses(false)
+			if len(passes) != 1 || passes[0].Units != 3 {
+				t.Errorf("Scale on 3 threads: passes %+v, want one of 3 units", passes)
+			}
+			for i := range g {
+				if g[i] != rnd[i]*0.3 {
+					t.Fatalf("Scale: [%d] %v, want %v", i, g[i], rnd[i]*0.3)
+				}
+			}
+		})
+	}
+	if math.Float64bits(sums[1]) != math.Float64bits(sums[2]) || math.Float64bits(sums[1]) != math.Float64bits(sums[3]) {
+		t.Errorf("sum of squares at 1, 2, 3 threads: %v %v %v", sums[1], sums[2], sums[3])
 	}
 }

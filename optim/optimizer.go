@@ -138,20 +138,25 @@ func (a *Adam) State() map[string][]float32 {
 
 // ClipGradNorm scales grads so their L2 norm is at most maxNorm, as
 // torch.nn.utils.clip_grad_norm_ does, and returns the norm before
-// clipping. The sum of squares is in float64.
+// clipping. The sum of squares is in float64 (SumSquares); both it and
+// the scaling run across the pool given to UsePool.
 func ClipGradNorm(grads []float32, maxNorm float64) float64 {
 	norm := math.Sqrt(sumSquares(grads))
 	if c := ClipScale(norm, maxNorm); c < 1 {
-		for i := range grads {
-			grads[i] *= float32(c)
-		}
+		Scale(grads, float32(c))
 	}
 	return norm
 }
 
 // SumSquares is the sum of v's squares, in float64 (a part's share of a
-// norm that is summed across ranks).
+// norm that is summed across ranks): each block of 64K values summed on
+// its own and the blocks' sums added in order, so the same bits at any
+// thread count.
 func SumSquares(v []float32) float64 { return sumSquares(v) }
+
+// Scale multiplies v by c in place (clipping's scale: each value's own
+// float32 product, the same bits however it is cut).
+func Scale(v []float32, c float32) { scale(v, c) }
 
 // ClipScale is the factor clip_grad_norm_ scales gradients of L2 norm
 // norm by, maxNorm / (norm + 1e-6); at 1 or more they are left alone.

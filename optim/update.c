@@ -72,3 +72,75 @@ float k_sgd_update(void *pool, float *p, const float *g, float *buf, size_t n, c
 	                .mu = mu, .mode = mode};
 	return update(pool, &u, n);
 }
+
+// SUMSQ_BLOCK: the values of a block of the sum of squares, each block's
+// sum its own (k_sumsq's four interleaved partials) and the blocks' sums
+// added in block order: fixed by the length alone, so the norm has the
+// same bits at any thread count, and a vector of one block (under 64K
+// values) k_sumsq's bits as before. The norm of clip_grad_norm_ ran on
+// the caller, 30M values a step for the GPT: serial work ahead of every
+// thread.
+#define SUMSQ_BLOCK (1 << 16)
+
+struct sq {
+	const float *x;
+	size_t n;
+	double *out;
+};
+
+static float sq_blocks(void *ctx, size_t lo, size_t hi) {
+	const struct sq *q = ctx;
+	for (size_t b = lo; b < hi; b++) {
+		size_t a = b * SUMSQ_BLOCK, e = a + SUMSQ_BLOCK < q->n ? a + SUMSQ_BLOCK : q->n;
+		q->out[b] = k_sumsq(q->x + a, e - a);
+	}
+	return 0;
+}
+
+// SUMSQ_STACK: the blocks a pass sums, their sums on the stack (4 KB,
+// 32M values); a longer vector takes a pass per SUMSQ_STACK blocks.
+#define SUMSQ_STACK 512
+static size_t sumsq_group = SUMSQ_STACK;
+
+// k_sumsq_group sets the blocks a pass sums (1 to SUMSQ_STACK; 0: the
+// default), for a test of the passes' edges.
+void k_sumsq_group(size_t g) { sumsq_group = g < 1 || g > SUMSQ_STACK ? SUMSQ_STACK : g; }
+
+// k_sumsq_pool is the sum of squares of n floats in double, by blocks
+// (above), across the pool when there is one.
+double k_sumsq_pool(void *pool, const float *x, size_t n) {
+	size_t nb = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
+	if (nb <= 1) return k_sumsq(x, n);
+	double out[SUMSQ_STACK], s = 0;
+	for (size_t b0 = 0; b0 < nb; b0 += sumsq_group) {
+		size_t k = nb - b0 < sumsq_group ? nb - b0 : sumsq_group;
+		struct sq q = {x + b0 * SUMSQ_BLOCK, n - b0 * SUMSQ_BLOCK, out};
+		if (pool)
+			((pool_fn)pool)(k, 1, sq_blocks, &q);
+		else
+			sq_blocks(&q, 0, k);
+		for (size_t b = 0; b < k; b++) s += out[b];
+	}
+	return s;
+}
+
+struct scale {
+	float *x;
+	float c;
+};
+
+static float scale_range(void *ctx, size_t lo, size_t hi) {
+	const struct scale *s = ctx;
+	for (size_t i = lo; i < hi; i++) s->x[i] *= s->c;
+	return 0;
+}
+
+// k_scale_pool multiplies n floats by c in place (clipping's scale; each
+// value's own product, so any cut gives the same bits).
+void k_scale_pool(void *pool, float *x, size_t n, float c) {
+	struct scale s = {x, c};
+	if (pool)
+		((pool_fn)pool)(n, UPDATE_GRAIN, scale_range, &s);
+	else
+		scale_range(&s, 0, n);
+}

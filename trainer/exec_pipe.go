@@ -397,9 +397,7 @@ func (e *pipeExecutor) Update(lr float64, t int, clip float64) (bool, error) {
 		return false, err
 	}
 	if c := optim.ClipScale(norm, clip); clip > 0 && c < 1 {
-		for i := range p.Grad {
-			p.Grad[i] *= float32(c)
-		}
+		optim.Scale(p.Grad, float32(c))
 	}
 	return e.opt.Step(p.Data, p.Grad, float32(lr), t), nil
 }

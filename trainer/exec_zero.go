@@ -171,9 +171,7 @@ func (z *zeroExecutor) Update(lr float64, t int, clip float64) (bool, error) {
 	}
 	finite := !math.IsNaN(norm) && !math.IsInf(norm, 0)
 	if c := optim.ClipScale(norm, clip); clip > 0 && finite && c < 1 {
-		for i := range g {
-			g[i] *= float32(c)
-		}
+		optim.Scale(g, float32(c))
 	}
 	z.opt.Step(p.Data[z.lo:z.hi], g, float32(lr), t)
 	if z.stage == 3 {
