@@ -25,6 +25,15 @@ func Zero(v []float32) {
 	}
 }
 
+// Scale multiplies every value of v by c in place, across the rank's
+// threads (a loss gradient that micro-batches share: the GPT's logits'
+// gradient is 51M values a step).
+func Scale(v []float32, c float32) {
+	if len(v) > 0 {
+		C.k_scale_par(f32(v), C.size_t(len(v)), C.float(c))
+	}
+}
+
 func f32(v []float32) *C.float  { return (*C.float)(unsafe.Pointer(unsafe.SliceData(v))) }
 func f64(v []float64) *C.double { return (*C.double)(unsafe.Pointer(unsafe.SliceData(v))) }
 func cbool(b bool) C.int {

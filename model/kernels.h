@@ -87,6 +87,7 @@ void k_relu_mask_par(float *g, const float *dy, const float *y, size_t n);
 void k_add_par(float *y, const float *a, const float *b, size_t n);
 void k_gelu_par(float *y, const float *x, size_t n);
 void k_zero_par(float *y, size_t n);
+void k_scale_par(float *y, size_t n, float c);
 void k_copy_par(float *y, const float *x, size_t n);
 void k_fill_rows_par(float *y, const float *b, size_t rows, size_t c);
 void k_add_rows_par(float *y, const float *b, size_t rows, size_t c);

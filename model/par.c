@@ -654,6 +654,28 @@ float k_pool_ranges(size_t n, size_t grain, k_range_fn fn, void *ctx) {
 	return sum;
 }
 
+struct scale {
+	float *y;
+	size_t n;
+	float c;
+};
+
+static void t_scale(void *p, size_t lo, size_t hi, int w) {
+	struct scale *e = p;
+	size_t r1 = hi * GRAIN < e->n ? hi * GRAIN : e->n;
+	(void)w;
+	for (size_t i = lo * GRAIN; i < r1; i++) e->y[i] *= e->c;
+}
+
+// k_scale_par multiplies n values of y by c across the threads, each
+// value's own float product (any cut, the same bits): a loss gradient
+// shared by micro-batches, the GPT's logits' 51M values a step that Go
+// scaled on the calling thread.
+void k_scale_par(float *y, size_t n, float c) {
+	struct scale e = {y, n, c};
+	run((n + GRAIN - 1) / GRAIN, t_scale, &e);
+}
+
 static void copy1(float *y, const float *x, const float *unused, size_t n) {
 	(void)unused;
 	memcpy(y, x, n * sizeof(float));

@@ -102,3 +102,34 @@ func TestCopyFillRows(t *testing.T) {
 		}
 	}
 }
+
+// TestScale: Scale multiplies every value by c, each the float32 product
+// (NaN stays NaN, -0 times a positive c is -0), at 1, 3 and 16 threads,
+// for lengths around its parts' size and well over it, and touches
+// nothing beside the slice.
+func TestScale(t *testing.T) {
+	defer SetThreads(1)
+	const c = float32(1) / 3
+	for _, threads := range []int{1, 3, 16} {
+		SetThreads(threads)
+		for _, n := range []int{0, 1, 16383, 16384, 16385, 3<<20 + 7} {
+			buf, want := make([]float32, n+2), make([]float32, n+2)
+			for i := range buf {
+				buf[i] = float32(i%1000)/7 - 50
+			}
+			if n > 1 {
+				buf[1], buf[2] = float32(math.NaN()), float32(math.Copysign(0, -1))
+			}
+			copy(want, buf)
+			for i := 1; i <= n; i++ {
+				want[i] *= c
+			}
+			Scale(buf[1:n+1], c)
+			for i := range buf {
+				if math.Float32bits(buf[i]) != math.Float32bits(want[i]) && !(math.IsNaN(float64(buf[i])) && math.IsNaN(float64(want[i]))) {
+					t.Fatalf("%d threads, %d values: [%d] = %v, want %v", threads, n, i-1, buf[i], want[i])
+				}
+			}
+		}
+	}
+}

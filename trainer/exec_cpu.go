@@ -40,9 +40,7 @@ func (e *cpuExecutor) Forward(x []float32, y []int32) error {
 	d := e.m.LossGrad(b)
 	e.loss, e.correct = e.m.Loss(d, e.logits, y, len(y))
 	if s := e.lossScale; s != 0 && s != 1 {
-		for i := range d {
-			d[i] *= s
-		}
+		model.Scale(d, s)
 	}
 	return nil
 }

@@ -213,10 +213,7 @@ func (e *pipeExecutor) Backward(ready func(lo int)) error {
 				lab := e.labels(i, per)
 				d := sl.LossGrad(per)
 				loss, right := sl.Loss(d, out, lab, len(lab))
-				scale := 1 / float32(e.m)
-				for j := range d {
-					d[j] *= scale
-				}
+				model.Scale(d, 1/float32(e.m))
 				e.loss += loss / float64(e.m)
 				e.right += right
 			}
