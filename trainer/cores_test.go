@@ -1,6 +1,10 @@
 package trainer
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 func TestPerRank(t *testing.T) {
 	for _, tc := range []struct{ avail, online, local, want int }{
@@ -23,6 +27,21 @@ func TestParseCPUList(t *testing.T) {
 	for s, want := range map[string]int{"0-3,6": 5, "0": 1, "0-1\n": 2, "0-15,32-47": 32, "": 0, "3-1": 0, "x": 0, "0-": 0} {
 		if got := parseCPUList(s); got != want {
 			t.Errorf("parseCPUList(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+func TestOversubscribed(t *testing.T) {
+	for _, tc := range []struct {
+		threads, avail int
+		warn           bool
+	}{{1, 2, false}, {2, 2, false}, {3, 2, true}, {16, 2, true}, {4, 16, false}} {
+		got := oversubscribed(tc.threads, tc.avail)
+		if (got != "") != tc.warn {
+			t.Errorf("oversubscribed(%d, %d) = %q, want a warning: %v", tc.threads, tc.avail, got, tc.warn)
+		}
+		if tc.warn && !strings.Contains(got, fmt.Sprintf("--threads %d is more than the %d CPU(s)", tc.threads, tc.avail)) {
+			t.Errorf("oversubscribed(%d, %d) = %q: names neither the option nor the CPUs", tc.threads, tc.avail, got)
 		}
 	}
 }

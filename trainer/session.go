@@ -509,13 +509,14 @@ func probeWritable(dir string) error {
 // the user chose that silently fell back to the plain loop would train
 // several times slower ("none" asks for the loop).
 func (s *Session) loadBLAS() (string, error) {
+	localSize := 1
+	if s.W != nil {
+		localSize = s.W.LocalSize()
+	}
+	avail := coresPerRank(localSize)
 	threads := s.Cfg.Device.Threads
 	if threads == 0 {
-		localSize := 1
-		if s.W != nil {
-			localSize = s.W.LocalSize()
-		}
-		threads = coresPerRank(localSize)
+		threads = avail
 	}
 	threads = model.SetThreads(threads)
 	optim.UsePool(model.PoolRanges())
@@ -527,6 +528,7 @@ func (s *Session) loadBLAS() (string, error) {
 	if wino {
 		conv = "; 3x3 convolutions: Winograd F(4x4,3x3)"
 	}
+	conv += oversubscribed(threads, avail)
 	lib := s.Cfg.Device.OpenBLAS
 	if lib == "none" {
 		return fmt.Sprintf("blas: none, plain C loops (--openblas none), %d thread(s) per rank%s", threads, conv), nil
