@@ -49,6 +49,7 @@ void k_embed_backward_par(float *dwte, float *dwpe, const float *dy, const float
 // The thread pool and the passes that run on it (par.c).
 // MAXT: the most threads a pool takes (--threads above it is refused).
 #define MAXT 256
+int k_set_cpus(int n);
 int k_set_threads(int n);
 void k_set_sgemm(void *f);
 void k_pass_profile(int on);

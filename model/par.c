@@ -13,9 +13,11 @@
 // Reductions (a weight gradient over the images, BatchNorm's sums) are
 // cut into parts by the data's shape alone and summed in part order, so a
 // result does not depend on the thread count.
+#define _GNU_SOURCE // sched_getaffinity
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -83,6 +85,22 @@ typedef void (*task_fn)(void *ctx, size_t lo, size_t hi, int w);
 
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER; // one pass at a time
 static int nthreads = 1, created = 0;
+// oversub: more threads than the CPUs this process may run on. A waiting
+// thread then yields its CPU at every turn of its wait instead of
+// pausing: the thread it waits for may need that very CPU. ResNet-20 at
+// 16 threads on 2 CPUs, spinning: 246 ms a step against 88 on one.
+static int oversub, cpus_given; // cpus_given: k_set_cpus's count, 0 for the affinity's
+
+// set_oversub sets oversub from nthreads and the CPUs: k_set_cpus's count,
+// else this process's affinity. Under busy.
+static void set_oversub(void) {
+	int c = cpus_given;
+	if (c == 0) {
+		cpu_set_t set;
+		c = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+	}
+	oversub = c > 0 && nthreads > c;
+}
 static int sim_T; // T threads simulated on the caller (below)
 static _Atomic unsigned gen, left;
 // Sleepers on gen (workers) and on left (the caller): a pass makes its
@@ -137,7 +155,10 @@ static void *worker(void *arg) {
 		int spins = 0;
 		while ((g = atomic_load(&gen)) == seen) {
 			if (++spins < SPIN) {
-				PAUSE();
+				if (oversub)
+					sched_yield();
+				else
+					PAUSE();
 				continue;
 			}
 			atomic_fetch_add(&gen_sleepers, 1);
@@ -171,9 +192,23 @@ int k_set_threads(int n) {
 		created++;
 	}
 	nthreads = n <= created + 1 ? n : created + 1;
+	set_oversub();
 	sim_T = 0;
 	pthread_mutex_unlock(&busy);
 	return nthreads;
+}
+
+// k_set_cpus says how many CPUs the pool's threads share (the trainer's
+// count: its affinity, or a node's CPUs shared among its ranks when they
+// are not bound; 0: this process's affinity), and returns whether the
+// pool now has more threads than that.
+int k_set_cpus(int n) {
+	pthread_mutex_lock(&busy);
+	cpus_given = n > 0 ? n : 0;
+	set_oversub();
+	int o = oversub;
+	pthread_mutex_unlock(&busy);
+	return o;
 }
 
 // ---- the pass profile (train bench step --passes) ----
@@ -412,7 +447,10 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 	int spins = 0;
 	while ((v = atomic_load(&left)) != 0) {
 		if (++spins < SPIN) {
-			PAUSE();
+			if (oversub)
+				sched_yield();
+			else
+				PAUSE();
 			continue;
 		}
 		atomic_store(&left_sleeper, 1);

@@ -38,6 +38,12 @@ func SetThreads(n int) int {
 	return got
 }
 
+// SetCPUs tells the pool how many CPUs its threads share (0: this
+// process's affinity, the default) and reports whether it has more
+// threads than that: its waiting threads then yield their CPU at every
+// turn instead of spinning on it (par.c: oversub).
+func SetCPUs(n int) bool { return C.k_set_cpus(C.int(max(n, 0))) != 0 }
+
 // SimulateThreads cuts every pass as for n threads and runs it on the
 // caller, each chunk as the thread the pool's schedule gives it, timing
 // the pass as n threads would run it (par.c: what that leaves out); n <=

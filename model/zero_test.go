@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"testing"
 )
 
@@ -131,5 +132,28 @@ func TestScale(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSetCPUs: the pool counts itself oversubscribed exactly when it has
+// more threads than the CPUs it was told of (or, told none, than this
+// process's affinity allows).
+func TestSetCPUs(t *testing.T) {
+	defer func() { SetCPUs(0); SetThreads(1) }()
+	SetThreads(3)
+	if !SetCPUs(2) {
+		t.Error("3 threads on 2 CPUs: not oversubscribed")
+	}
+	if SetCPUs(3) || SetCPUs(8) {
+		t.Error("3 threads on 3 or 8 CPUs: oversubscribed")
+	}
+	SetCPUs(2)
+	SetThreads(2)
+	if SetCPUs(2) {
+		t.Error("2 threads on 2 CPUs: oversubscribed")
+	}
+	SetThreads(runtime.NumCPU() + 1)
+	if !SetCPUs(0) {
+		t.Errorf("%d threads on this process's %d CPUs: not oversubscribed", runtime.NumCPU()+1, runtime.NumCPU())
 	}
 }

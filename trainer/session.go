@@ -519,6 +519,7 @@ func (s *Session) loadBLAS() (string, error) {
 		threads = avail
 	}
 	threads = model.SetThreads(threads)
+	model.SetCPUs(avail)
 	optim.UsePool(model.PoolRanges())
 	wino := s.Cfg.Model.Conv == "winograd"
 	model.UseWinograd(wino)
