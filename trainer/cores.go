@@ -52,12 +52,12 @@ func parseCPUList(s string) int {
 }
 
 // oversubscribed is the startup line's warning when a rank runs more
-// threads than the CPUs it may use (avail, coresPerRank's count): the
-// pool's threads spin between passes, so threads beyond the cores take
-// turns on them and every pass waits for the last one descheduled.
-// ResNet-20 at 16 threads on 2 CPUs ran 246 ms a step against 88 at one
-// (`train bench step --model resnet --depth 20 --bn local --steps 100`).
-// Allowed (a test may want more threads than cores), but said.
+// threads than the CPUs it may use (avail, coresPerRank's count): threads
+// beyond the cores take turns on them and every pass waits for the last
+// one descheduled. ResNet-20 (`train bench step --model resnet --depth 20
+// --bn local`) at 16 threads on 2 CPUs: 246 ms a step while the waiting
+// threads spun, 71 since they yield (model.SetCPUs), against 45 to 50 at
+// 2 threads. Allowed (a test may want more threads than cores), but said.
 func oversubscribed(threads, avail int) string {
 	if threads <= avail {
 		return ""
