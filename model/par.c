@@ -85,11 +85,14 @@ typedef void (*task_fn)(void *ctx, size_t lo, size_t hi, int w);
 
 static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER; // one pass at a time
 static int nthreads = 1, created = 0;
-// oversub: more threads than the CPUs this process may run on. A waiting
-// thread then yields its CPU at every turn of its wait instead of
-// pausing: the thread it waits for may need that very CPU. ResNet-20 at
-// 16 threads on 2 CPUs, spinning: 246 ms a step against 88 on one.
-static int oversub, cpus_given; // cpus_given: k_set_cpus's count, 0 for the affinity's
+// oversub: more threads than the rank's CPUs (k_set_cpus's count, else
+// this process's affinity). A waiting thread then yields its CPU at every
+// turn of its wait instead of pausing: the thread it waits for may need
+// that very CPU. ResNet-20 at 16 threads on 2 CPUs, spinning: 246 ms a
+// step against 88 on one. Atomic: spinning workers read it while
+// k_set_cpus may change it.
+static _Atomic int oversub;
+static int cpus_given; // k_set_cpus's count, 0 for the affinity's
 
 // set_oversub sets oversub from nthreads and the CPUs: k_set_cpus's count,
 // else this process's affinity. Under busy.
@@ -99,7 +102,7 @@ static void set_oversub(void) {
 		cpu_set_t set;
 		c = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
 	}
-	oversub = c > 0 && nthreads > c;
+	atomic_store_explicit(&oversub, c > 0 && nthreads > c, memory_order_relaxed);
 }
 static int sim_T; // T threads simulated on the caller (below)
 static _Atomic unsigned gen, left;
@@ -155,7 +158,7 @@ static void *worker(void *arg) {
 		int spins = 0;
 		while ((g = atomic_load(&gen)) == seen) {
 			if (++spins < SPIN) {
-				if (oversub)
+				if (atomic_load_explicit(&oversub, memory_order_relaxed))
 					sched_yield();
 				else
 					PAUSE();
@@ -206,7 +209,7 @@ int k_set_cpus(int n) {
 	pthread_mutex_lock(&busy);
 	cpus_given = n > 0 ? n : 0;
 	set_oversub();
-	int o = oversub;
+	int o = atomic_load(&oversub);
 	pthread_mutex_unlock(&busy);
 	return o;
 }
@@ -447,7 +450,7 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 	int spins = 0;
 	while ((v = atomic_load(&left)) != 0) {
 		if (++spins < SPIN) {
-			if (oversub)
+			if (atomic_load_explicit(&oversub, memory_order_relaxed))
 				sched_yield();
 			else
 				PAUSE();
