@@ -89,6 +89,7 @@ void k_add_par(float *y, const float *a, const float *b, size_t n);
 void k_gelu_par(float *y, const float *x, size_t n);
 void k_zero_par(float *y, size_t n);
 void k_scale_par(float *y, size_t n, float c);
+void k_permute_chw_par(float *dst, const float *src, size_t n, size_t c, size_t hw, int to_hwc);
 void k_copy_par(float *y, const float *x, size_t n);
 void k_fill_rows_par(float *y, const float *b, size_t rows, size_t c);
 void k_add_rows_par(float *y, const float *b, size_t rows, size_t c);

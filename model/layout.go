@@ -1,5 +1,10 @@
 package model
 
+/*
+#include "kernels.h"
+*/
+import "C"
+
 // ToNHWC turns the data's NCHW samples into the NHWC layout the
 // convolutions work in (a copy when c = 1).
 type ToNHWC struct{ c, h, w int }
@@ -44,21 +49,15 @@ func (l *Flatten) Backward(dx, dy, _, _ []float32, n int) {
 // permuteCHW moves n samples between (c, hw) and (hw, c) order: toHWC
 // reads CHW and writes HWC, otherwise the reverse.
 func permuteCHW(dst, src []float32, n, c, hw int, toHWC bool) {
+	// Across the threads, sample by sample (par.c: k_permute_chw_par):
+	// the input's permutation was serial work ahead of every thread.
 	size := c * hw
 	if c == 1 {
-		copy(dst[:n*size], src[:n*size])
+		copyPar(dst[:n*size], src[:n*size])
 		return
 	}
-	for b := range n {
-		s, d := src[b*size:(b+1)*size], dst[b*size:(b+1)*size]
-		for ch := range c {
-			for p := range hw {
-				if toHWC {
-					d[p*c+ch] = s[ch*hw+p]
-				} else {
-					d[ch*hw+p] = s[p*c+ch]
-				}
-			}
-		}
+	need(n*size, dst, src)
+	if n > 0 {
+		C.k_permute_chw_par(f32(dst), f32(src), C.size_t(n), C.size_t(c), C.size_t(hw), cbool(toHWC))
 	}
 }

@@ -717,6 +717,41 @@ void k_scale_par(float *y, size_t n, float c) {
 	run((n + GRAIN - 1) / GRAIN, t_scale, &e);
 }
 
+struct perm_chw {
+	float *dst;
+	const float *src;
+	size_t c, hw;
+	int to_hwc;
+};
+
+static void t_permute_chw(void *p, size_t lo, size_t hi, int w) {
+	const struct perm_chw *q = p;
+	size_t c = q->c, hw = q->hw, size = c * hw;
+	(void)w;
+	for (size_t b = lo; b < hi; b++) {
+		const float *s = q->src + b * size;
+		float *d = q->dst + b * size;
+		for (size_t ch = 0; ch < c; ch++)
+			for (size_t i = 0; i < hw; i++) {
+				if (q->to_hwc)
+					d[i * c + ch] = s[ch * hw + i];
+				else
+					d[ch * hw + i] = s[i * c + ch];
+			}
+	}
+}
+
+// k_permute_chw_par moves n samples between (c, hw) and (hw, c) order
+// (to_hwc: into (hw, c)), the samples across the threads: the network's
+// input arrives NCHW and ran through Go on the caller, a CIFAR batch of
+// 64 in a few hundred microseconds and an ImageNet batch in milliseconds,
+// ahead of every thread.
+void k_permute_chw_par(float *dst, const float *src, size_t n, size_t c, size_t hw, int to_hwc) {
+	struct perm_chw q = {dst, src, c, hw, to_hwc};
+	size_t per = c * hw, chunk = per >= GRAIN ? 1 : GRAIN / per;
+	run_chunks(n, chunk, t_permute_chw, &q);
+}
+
 static void copy1(float *y, const float *x, const float *unused, size_t n) {
 	(void)unused;
 	memcpy(y, x, n * sizeof(float));

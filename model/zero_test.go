@@ -157,3 +157,44 @@ func TestSetCPUs(t *testing.T) {
 		t.Errorf("%d threads on this process's %d CPUs: not oversubscribed", runtime.NumCPU()+1, runtime.NumCPU())
 	}
 }
+
+// TestPermuteCHW: permuteCHW puts value (b, ch, p) of CHW samples at
+// b*c*hw + p*c + ch (NHWC) and back, at 1, 3 and 16 threads, for samples
+// smaller and larger than a pass's part, one channel (a copy) among them,
+// and touches nothing past the n samples.
+func TestPermuteCHW(t *testing.T) {
+	defer SetThreads(1)
+	for _, threads := range []int{1, 3, 16} {
+		SetThreads(threads)
+		for _, s := range []struct{ n, c, hw int }{{5, 3, 7}, {64, 3, 1024}, {3, 1, 784}, {2, 64, 300}, {37, 2, 5}} {
+			size := s.c * s.hw
+			src := make([]float32, (s.n+1)*size)
+			for b := range s.n {
+				for ch := range s.c {
+					for p := range s.hw {
+						src[b*size+ch*s.hw+p] = float32(b*1_000_000 + ch*10_000 + p)
+					}
+				}
+			}
+			hwc, back := make([]float32, (s.n+1)*size), make([]float32, (s.n+1)*size)
+			hwc[s.n*size], back[s.n*size] = -1, -1
+			permuteCHW(hwc, src, s.n, s.c, s.hw, true)
+			for b := range s.n {
+				for ch := range s.c {
+					for p := range s.hw {
+						if got, want := hwc[b*size+p*s.c+ch], src[b*size+ch*s.hw+p]; got != want {
+							t.Fatalf("%d threads, %+v: HWC (%d, %d, %d) = %v, want %v", threads, s, b, p, ch, got, want)
+						}
+					}
+				}
+			}
+			permuteCHW(back, hwc, s.n, s.c, s.hw, false)
+			if i := firstDiff(back[:s.n*size], src[:s.n*size]); i >= 0 {
+				t.Fatalf("%d threads, %+v: back to CHW differs at %d", threads, s, i)
+			}
+			if hwc[s.n*size] != -1 || back[s.n*size] != -1 {
+				t.Fatalf("%d threads, %+v: a value past the samples changed", threads, s)
+			}
+		}
+	}
+}
