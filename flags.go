@@ -92,6 +92,7 @@ var (
 	overlapFlag  = &cli.BoolFlag{Name: "overlap", Value: true, Usage: "allreduce each bucket while backward computes the layers below it (--overlap=false: after backward)", EnvVars: env("OVERLAP"), Category: catDist}
 	bnFlag       = &cli.StringFlag{Name: "bn", Value: "auto", Usage: "BatchNorm statistics: sync (over the global batch, all ranks), local (per rank, averaged wherever the replicas are: evaluations, checkpoints, local SGD's averages) or auto (sync for allreduce and ps-sync, local for local-sgd and ps-async, whose replicas step apart)", EnvVars: env("BN"), Category: catDist}
 	threadsFlag  = &cli.IntFlag{Name: "threads", Value: 0, Usage: "compute threads per rank, one pool shared by the layers and the matrix products (0: the cores this rank is bound to, or the node's cores / ranks on the node)", EnvVars: env("THREADS"), Category: catDist}
+	gemmFlag     = &cli.StringFlag{Name: "gemm", Value: "blas", Usage: "cpu: the matrix products' kernels: blas (OpenBLAS's float32 SGEMM) or amx (Intel AMX, Xeon from Sapphire Rapids on: each float split into three bf16 and summed from six tile products in float, float32's accuracy; refused where the CPU or Linux has no AMX)", EnvVars: env("GEMM"), Category: catDist}
 	openblasFlag = &cli.StringFlag{Name: "openblas", Usage: "another OpenBLAS build to load, a path or a soname, refused if it does not load; none: the plain C loops (default: Debian's libopenblas.so.0, and the plain loops, as the log says, if that does not load)", EnvVars: env("OPENBLAS"), Category: catDist}
 
 	gpuDetFlag  = &cli.BoolFlag{Name: "gpu-deterministic", Usage: "cuda: cuDNN's first deterministic algorithm by its heuristics instead of the fastest it measures, so runs repeat bit for bit", EnvVars: env("GPU_DETERMINISTIC"), Category: catGPU}
@@ -139,7 +140,7 @@ var trainFlags = append([]cli.Flag{
 	modelFlag, hiddenFlag, depthFlag, layersFlag, headsFlag, dimFlag, contextFlag, vocabFlag, convFlag, initFrom, dataFlag, synShape, synSamples, augFlag, cropPadFlag, valDataFlag, imgSizeFlag, resizeFlag, workersFlag, skipBadFlag, meanFlag, stdFlag, shuffleFlag, bufferFlag,
 	batchFlag, microFlag, accumFlag, globalFlag, evalBatch, epochsFlag, stepsFlag, optFlag, lrFlag, scaleFlag, schedFlag, warmFlag, decaySteps, stepEpochs, gammaFlag,
 	momFlag, nestFlag, wdFlag, decayAll, beta1Flag, beta2Flag, epsFlag, clipFlag, seedFlag,
-	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, openblasFlag, stallWarn, stallTimeout, flightEvents, flightDir, sampleLog,
+	deviceFlag, precFlag, strategyFlag, syncEvery, serversFlag, colocateFlag, staleFlag, psPushFlag, psFetchFlag, arFlag, compressFlag, bucketFlag, overlapFlag, bnFlag, threadsFlag, gemmFlag, openblasFlag, stallWarn, stallTimeout, flightEvents, flightDir, sampleLog,
 	pipeFlag, tpFlag, pipeSchedule, stagesFlag, zeroFlag,
 	ckDirFlag, ckEvery, ckFormat, keepFlag, resumeFlag, logFlag,
 	metricsFlag, pushFlag, pushEvery, timelineFlag, evalEvery, logFileFlag, plotFlag, progressFlag,
@@ -220,7 +221,7 @@ func trainConfig(c *cli.Context) (trainer.Config, error) {
 			Staleness: c.Int(staleFlag.Name), PushEvery: c.Int(psPushFlag.Name), FetchEvery: c.Int(psFetchFlag.Name), Overlap: c.Bool(overlapFlag.Name),
 			StallWarn: c.Duration(stallWarn.Name), StallTimeout: c.Duration(stallTimeout.Name),
 			Pipeline: c.Int(pipeFlag.Name), TensorParallel: c.Int(tpFlag.Name), Stages: c.IntSlice(stagesFlag.Name), Zero: c.Int(zeroFlag.Name)},
-		Device: trainer.DeviceOptions{Threads: c.Int(threadsFlag.Name), OpenBLAS: c.String(openblasFlag.Name), GPURing: c.String(gpuRingFlag.Name),
+		Device: trainer.DeviceOptions{Threads: c.Int(threadsFlag.Name), OpenBLAS: c.String(openblasFlag.Name), Gemm: c.String(gemmFlag.Name), GPURing: c.String(gpuRingFlag.Name),
 			GPU: gpu.Options{Deterministic: c.Bool(gpuDetFlag.Name), Profile: c.Bool(gpuProfFlag.Name), Libraries: gpuLibraries(c)}},
 		Observe: trainer.ObserveOptions{MetricsAddr: c.String(metricsFlag.Name), Pushgateway: c.String(pushFlag.Name), PushgatewayEvery: c.Int(pushEvery.Name),
 			Timeline: c.String(timelineFlag.Name), LogFile: c.String(logFileFlag.Name), Plot: c.String(plotFlag.Name), LogEvery: c.Int(logFlag.Name), EvalEvery: c.Int(evalEvery.Name),

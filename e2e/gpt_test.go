@@ -187,22 +187,13 @@ func lastEval(t *testing.T, log string) (int, float64) {
 	return 0, 0
 }
 
-// TestGPTInPyTorch: PyTorch loads a trained GPT checkpoint into the
-// README's module (scripts/torch_gpt.py) with load_state_dict(strict=True),
-// lm_head.weight included, and gets our validation loss within 1e-4.
-// The same run checks --lr-decay-steps (the rate reaches zero there and
-// stays) and --eval-every (a validation record every 10 steps). Then
-// --init-from that checkpoint starts a run from its weights (a step at a
-// rate of nearly zero keeps its validation loss), and --init-from a file
-// for another vocabulary is refused in one line.
-func TestGPTInPyTorch(t *testing.T) {
-	e2e(t)
-	dir := t.TempDir()
-	data := bytesCorpus(t, dir)
-	ck, log := filepath.Join(dir, "ck"), filepath.Join(dir, "run.jsonl")
-	mustTrain(t, 2, append(smallGPT(data), "--batch-size", "4", "--max-steps", "40", "--lr-decay-steps", "30", "--eval-every", "10",
-		"--checkpoint-dir", ck, "--log-file", log)...)
-	step, ours := lastEval(t, log)
+// torchValLoss: PyTorch (scripts/torch_gpt.py, float64, strict load)
+// evaluates the checkpoint in ck of the run's last evaluation in log, on
+// data, and must get its validation loss within 1e-4; it returns the
+// step and both losses.
+func torchValLoss(t *testing.T, ck, log, data string) (step int, ours, theirs float64) {
+	t.Helper()
+	step, ours = lastEval(t, log)
 	path := filepath.Join(ck, fmt.Sprintf("step-%08d.safetensors", step))
 	out, err := exec.Command("/usr/bin/python3", "scripts/torch_gpt.py", "eval", path, data).CombinedOutput()
 	if err != nil {
@@ -218,7 +209,27 @@ func TestGPTInPyTorch(t *testing.T) {
 	if got.Step != step || !near.Close(ours, got.ValLoss, 0, 1e-4) {
 		t.Errorf("PyTorch: step %d val loss %.6f; train: step %d val loss %.6f", got.Step, got.ValLoss, step, ours)
 	}
-	t.Logf("val loss at step %d: train %.6f, PyTorch (float64, strict load) %.6f", step, ours, got.ValLoss)
+	return step, ours, got.ValLoss
+}
+
+// TestGPTInPyTorch: PyTorch loads a trained GPT checkpoint into the
+// README's module (scripts/torch_gpt.py) with load_state_dict(strict=True),
+// lm_head.weight included, and gets our validation loss within 1e-4.
+// The same run checks --lr-decay-steps (the rate reaches zero there and
+// stays) and --eval-every (a validation record every 10 steps). Then
+// --init-from that checkpoint starts a run from its weights (a step at a
+// rate of nearly zero keeps its validation loss), and --init-from a file
+// for another vocabulary is refused in one line.
+func TestGPTInPyTorch(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	data := bytesCorpus(t, dir)
+	ck, log := filepath.Join(dir, "ck"), filepath.Join(dir, "run.jsonl")
+	mustTrain(t, 2, append(smallGPT(data), "--batch-size", "4", "--max-steps", "40", "--lr-decay-steps", "30", "--eval-every", "10",
+		"--checkpoint-dir", ck, "--log-file", log)...)
+	step, ours, theirs := torchValLoss(t, ck, log, data)
+	path := filepath.Join(ck, fmt.Sprintf("step-%08d.safetensors", step))
+	t.Logf("val loss at step %d: train %.6f, PyTorch (float64, strict load) %.6f", step, ours, theirs)
 
 	recs, err := runlog.ReadFile(log)
 	if err != nil {

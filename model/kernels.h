@@ -52,6 +52,16 @@ void k_embed_backward_par(float *dwte, float *dwpe, const float *dy, const float
 int k_set_cpus(int n);
 int k_set_threads(int n);
 void k_set_sgemm(void *f);
+// AMX float32 products (gemm_amx.c).
+int k_amx_enable(int on);
+int k_amx_on(void);
+int k_sgemm_amx_par(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                    const float *b, size_t ldb, float beta, float *c, size_t ldc);
+typedef void (*k_task)(void *ctx, size_t lo, size_t hi, int w);
+void k_run(size_t units, k_task fn, void *ctx);
+int k_pool_size(void);
+int k_sgemm_amx(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                const float *b, size_t ldb, float beta, float *c, size_t ldc);
 void k_pass_profile(int on);
 int k_simulate_threads(int T);
 void k_sim_check(int units, int T, double us, int *runs, int *who, double *longest, double *serial, double *span);

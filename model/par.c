@@ -67,6 +67,7 @@ VEC static void gemm_ref(int ta, int tb, size_t m, size_t n, size_t k, float alp
 void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
               const float *b, size_t ldb, float beta, float *c, size_t ldc) {
 	if (m == 0 || n == 0) return;
+	if (k_amx_on() && k_sgemm_amx(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0) return;
 	if (blas)
 		blas(101, ta ? 112 : 111, tb ? 112 : 111, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb,
 		     beta, c, (int)ldc);
@@ -472,6 +473,12 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 // are already sized to be worth a call each (a part of a batch in cache,
 // a block of rows).
 static void run(size_t units, task_fn fn, void *ctx) { run_chunks(units, 1, fn, ctx); }
+
+// k_run is a pass for the kernels of other files (gemm_amx.c), and
+// k_pool_size the threads its units are cut for (the simulated count in
+// a simulation).
+void k_run(size_t units, k_task fn, void *ctx) { run(units, fn, ctx); }
+int k_pool_size(void) { return sim_T ? sim_T : nthreads; }
 
 // ---- per-worker scratch and the parts of reductions (grown, kept) ----
 
@@ -1382,6 +1389,7 @@ static void gemm_one(int ta, int tb, size_t m, size_t n, size_t k, float alpha, 
 // product over all of k, with the same bits (above).
 void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
              size_t ldb, float beta, float *c, size_t ldc) {
+	if (k_amx_on() && k_sgemm_amx_par(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0) return;
 	double mnk = (double)m * n * k;
 	if ((double)k * n >= BIG_B && n >= 2 * COLBLOCK && (double)m * k * 4 <= (double)k * n) {
 		size_t blocks = (n + COLBLOCK - 1) / COLBLOCK, units = m / GEMM_BLOCK;

@@ -160,6 +160,7 @@ type DeviceOptions struct {
 	Precision gpu.Precision // "" until Defaults: fp32
 	Threads   int           // compute threads per rank (model.SetThreads); 0: from the cores per local rank
 	OpenBLAS  string        // another OpenBLAS build (a path or a soname); "": Debian's
+	Gemm      string        // the CPU products' kernels: "blas" (or "") or "amx" (model.UseAMX)
 	GPU       gpu.Options   // --device cuda: cuDNN determinism, profiling, libraries
 	GPURing   string        // --device cuda --allreduce ring: auto, ipc or host
 }

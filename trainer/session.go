@@ -530,6 +530,13 @@ func (s *Session) loadBLAS() (string, error) {
 		conv = "; 3x3 convolutions: Winograd F(4x4,3x3)"
 	}
 	conv += oversubscribed(threads, avail)
+	amx := s.Cfg.Device.Gemm == "amx"
+	if err := model.UseAMX(amx); err != nil {
+		return "", fmt.Errorf("--gemm amx: %v: use --gemm blas", err)
+	}
+	if amx {
+		conv += "; products: AMX, a float as three bf16, six tile products summed in float (--gemm amx)"
+	}
 	lib := s.Cfg.Device.OpenBLAS
 	if lib == "none" {
 		return fmt.Sprintf("blas: none, plain C loops (--openblas none), %d thread(s) per rank%s", threads, conv), nil

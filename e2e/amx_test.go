@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// cpuFlags are the flags /proc/cpuinfo gives this machine's first CPU.
+func cpuFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		t.Fatalf("reading the CPU's flags: %v", err)
+	}
+	flags := map[string]bool{}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "flags" {
+			for _, f := range strings.Fields(v) {
+				flags[f] = true
+			}
+			break
+		}
+	}
+	return flags
+}
+
+// TestGemmAMX: --gemm amx (model/gemm_amx.c). Where /proc/cpuinfo lists
+// no amx_tile and amx_bf16, the option is refused in one line that names
+// it. Where it does: the log says the products use AMX; a ResNet (both
+// --conv algorithms) and a GPT end with the same parameters at 1, 2 and 3
+// threads (AMX's sums are cut by the shape alone, like OpenBLAS's); and
+// the GPT trained 30 steps on 2 ranks with AMX ends within 1e-5 of the
+// same run on OpenBLAS (a float32 product's accuracy on both: six bf16
+// products whose dropped terms are below 2^-24), and PyTorch, loading its
+// checkpoint, gets its validation loss within 1e-4 (float64, strict
+// load).
+func TestGemmAMX(t *testing.T) {
+	e2e(t)
+	dir := t.TempDir()
+	data := bytesCorpus(t, dir)
+	flags := cpuFlags(t)
+	if !flags["amx_tile"] || !flags["amx_bf16"] {
+		r := trainRun(t, 0, time.Minute, nil, append(smallGPT(data), "--max-steps", "1", "--gemm", "amx")...)
+		lines := trainLines(r.stderr)
+		if r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "--gemm amx: this CPU has no AMX-BF16") {
+			t.Errorf("--gemm amx without AMX: exit %d, lines %q", r.code, lines)
+		}
+		noTrace(t, r)
+		t.Logf("no amx_tile and amx_bf16 in /proc/cpuinfo: checked the refusal only")
+		return
+	}
+	for _, m := range []struct {
+		name string
+		args []string
+	}{
+		{"resnet", append(append([]string{}, smallResNet...), "--batch-size", "32", "--max-steps", "4")},
+		{"resnet --conv winograd", append(append([]string{}, smallResNet...), "--batch-size", "32", "--max-steps", "4", "--conv", "winograd")},
+		{"gpt", append(smallGPT(data), "--max-steps", "6")},
+	} {
+		var want string
+		for _, threads := range []string{"1", "2", "3"} {
+			r := mustTrain(t, 1, append(append([]string{}, m.args...), "--threads", threads, "--gemm", "amx")...)
+			if !strings.Contains(r.stdout, "products: AMX") {
+				t.Errorf("%s --gemm amx: the log does not say so:\n%s", m.name, r.stdout)
+			}
+			_, _, crc := finalCRC(t, r)
+			if want == "" {
+				want = crc
+			} else if crc != want {
+				t.Errorf("%s --gemm amx: parameters crc32c %s at --threads %s, %s at 1", m.name, crc, threads, want)
+			}
+		}
+	}
+	args := append(smallGPT(data), "--max-steps", "30", "--batch-size", "2")
+	_, blas := trainAt(t, 2, 2, dir, "blas", 30, args...)
+	log := filepath.Join(dir, "amx.jsonl")
+	_, amx := trainAt(t, 2, 2, dir, "amx", 30, append(args, "--gemm", "amx", "--log-file", log)...)
+	gptSame(t, "--gemm amx against blas after 30 steps", blas, amx, 32)
+	step, ours, theirs := torchValLoss(t, filepath.Join(dir, "amx"), log, data)
+	t.Logf("--gemm amx: val loss at step %d: train %.6f, PyTorch (float64) %.6f", step, ours, theirs)
+}
