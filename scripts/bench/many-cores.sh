@@ -24,6 +24,11 @@
 #   passes16   train bench step --passes at 1 and 16 threads, ResNet-20 (at
 #              batch 64 and 256) and the GPT: where the 16 threads' time
 #              goes, pass by pass, and each pass's tail spent waiting
+#   amx16      --gemm amx against blas, A B A B, 2 rounds: the GPT at 16
+#              threads and at 1, ResNet-20 at 16 (model/gemm_amx.c: this
+#              project's 2-vCPU Emerald Rapids VM could not tell, its AMX
+#              rate swinging 2x from run to run; the GPU machine's cores
+#              are Emerald Rapids too)
 #   torch2     cpu-vs-torch.sh's comparisons at T = 2 (np=1 with 2
 #              threads, np=2), ResNet-20 (Winograd) and the GPT
 #   torch16    the same at T = 16
@@ -31,8 +36,9 @@
 #              and its logs in $OUT/gpu/gpu-logs.tgz
 #
 # The next device run, as planned (carry .gpu; one command of at most 600 s,
-# the parts in this order fit 570 s of limits):
-#   scripts/bench/many-cores.sh run probe passes16 scale16 torch16
+# the parts in this order fit 570 s of limits), then torch16 if the
+# session's device time allows:
+#   scripts/bench/many-cores.sh run probe amx16 passes16 scale16
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=$PWD/.gpu
@@ -75,6 +81,7 @@ part() {
 	probe)
 		echo "commit $(cat "$bin/commit" 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
 		lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node|L2|L3)'
+		echo "AMX: $(grep -o -w 'amx_[a-z0-9]*' /proc/cpuinfo | sort -u | paste -sd' ')"
 		free -g | head -2
 		"$PYTHON" -c 'import torch; print("PyTorch", torch.__version__, "threads", torch.get_num_threads())'
 		"$bin/train" bench step --model resnet --depth 20 --steps 3 --warmup 1 --threads 1 --openblas "$lib/libopenblas.so.0" | head -4
@@ -106,13 +113,29 @@ part() {
 			"$bin/train" bench step "${a[@]}"
 		done
 		;;
+	amx16)
+		gpt=(--model gpt --data "$bin/kjv" --layers 6 --heads 6 --dim 384 --context 256 --batch-size 4 --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --warmup 1)
+		for round in 1 2; do
+			for run in "16 --steps 6" "1 --steps 3"; do
+				set -- $run
+				for g in blas amx; do
+					echo "## round $round: train bench step GPT --threads $1 $2 $3 --gemm $g"
+					"$bin/train" bench step "${gpt[@]}" --threads "$1" "$2" "$3" --gemm "$g" | grep -E '^(#.*blas|tokens/s|ms/step|peak)'
+				done
+			done
+			for g in blas amx; do
+				echo "## round $round: train bench step ResNet-20 --threads 16 --gemm $g"
+				"$bin/train" bench step --model resnet --depth 20 --bn local --warmup 10 --steps 50 --threads 16 --gemm "$g" | grep -E '^(samples/s|ms/step|peak)'
+			done
+		done
+		;;
 	torch2) COMPARE_ONLY=1 WORKLOADS="winograd gpt" scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 2 ;;
 	torch16) COMPARE_ONLY=1 WORKLOADS="winograd gpt" scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 16 ;;
 	gpucheck) OUT=$out/gpu scripts/gpu-check.sh run "$bin" ;;
 	*) echo "many-cores.sh: unknown part $1" ;;
 	esac
 }
-declare -A limit=([probe]=60 [allreduce]=120 [scale16]=180 [scale8]=120 [passes16]=180 [torch2]=150 [torch16]=150 [gpucheck]=240)
+declare -A limit=([probe]=60 [amx16]=150 [allreduce]=120 [scale16]=180 [scale8]=120 [passes16]=180 [torch2]=150 [torch16]=150 [gpucheck]=240)
 # timeout runs each part in a child bash: export the function's needs.
 export -f part
 export bin lib out
