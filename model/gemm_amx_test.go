@@ -48,18 +48,7 @@ func TestAMXSgemm(t *testing.T) {
 			for i := range b {
 				b[i] = float32(rng.NormFloat64() * 1e-3)
 			}
-			at := func(i, p int) float64 {
-				if ta {
-					return float64(a[p*lda+i])
-				}
-				return float64(a[i*lda+p])
-			}
-			bt := func(p, j int) float64 {
-				if tb {
-					return float64(b[j*ldb+p])
-				}
-				return float64(b[p*ldb+j])
-			}
+			at, bt := opAt(a, ta, lda), opAt(b, tb, ldb)
 			sum, size := make([]float64, m*n), make([]float64, m*n)
 			for i := range m {
 				for j := range n {

@@ -214,18 +214,7 @@ func TestPlainGemm(t *testing.T) {
 			for i := range b {
 				b[i] = rng.Float32() - 0.5
 			}
-			at := func(i, p int) float64 {
-				if ta {
-					return float64(a[p*lda+i])
-				}
-				return float64(a[i*lda+p])
-			}
-			bt := func(p, j int) float64 {
-				if tb {
-					return float64(b[j*ldb+p])
-				}
-				return float64(b[p*ldb+j])
-			}
+			at, bt := opAt(a, ta, lda), opAt(b, tb, ldb)
 			for _, ab := range [][2]float32{{1, 0}, {1, 1}, {-0.5, 0.5}} {
 				alpha, beta := ab[0], ab[1]
 				c := make([]float32, m*ldc)
@@ -357,5 +346,16 @@ func TestLearnSpeeds(t *testing.T) {
 	}
 	if got := learnCheck(240, [2]float64{1, 2}, [2]int{0, 0}); got != nil {
 		t.Errorf("both parts on thread 0: speeds %v learned, want none", got)
+	}
+}
+
+// opAt is element (r, c) of op(x), x row-major with leading dimension
+// ld (transposed: x[c ld + r]), as a float64.
+func opAt(x []float32, trans bool, ld int) func(r, c int) float64 {
+	return func(r, c int) float64 {
+		if trans {
+			return float64(x[c*ld+r])
+		}
+		return float64(x[r*ld+c])
 	}
 }
