@@ -22,17 +22,21 @@
 //
 // Differences from an IEEE float32 SGEMM, stated: AMX and the bf16
 // conversion treat denormal inputs as zero and flush denormal results
-// (values below 1.2e-38); an infinite input gives NaN (h = inf, then m =
-// inf - inf); and the sum's order is the tiles' (k in blocks of 32, pairs
-// within them), fixed by the shape, so the bits do not depend on how the
-// rows or columns are cut across threads.
+// (values below 1.2e-38); an infinite input, or one above bf16's
+// largest (3.39e38), gives NaN (h = inf, then m = x - inf); and the sum's
+// order is the tiles' (k in blocks of 32, pairs within them, chunks of
+// KC), fixed by the shape, so the bits do not depend on how the rows or
+// columns are cut across threads.
 //
 // Layout. A tile is 16 rows of 64 bytes. A's packed tiles hold 16 rows x
 // 32 k of bf16; B's are in the VNNI order TDPBF16PS reads: row r holds
-// k = 2r and 2r+1 for each of 16 columns. Products are cut Goto-style: a
-// chunk of KC of k, A's rows in blocks of MB packed once a chunk, B in
-// panels of NC columns packed once a block; the kernel makes a 32 x 32
-// block of C in four accumulator tiles and adds it to C (alpha, beta).
+// k = 2r and 2r+1 for each of 16 columns. The kernel makes a 32 x 32
+// block of C over a chunk of KC of k in four accumulator tiles and adds
+// it to C (alpha, beta). A product on one thread (k_sgemm_amx) is cut
+// Goto-style: A's rows in blocks of MB packed once a chunk, B in panels
+// of NC columns packed once a block. A product across the pool
+// (k_sgemm_amx_par, below) packs each block once into buffers its
+// threads share.
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,7 +55,6 @@
 #define KC 384  // k per chunk: 12 blocks of 32
 #define NC 256  // columns of a B panel
 #define MB 1024 // rows of an A block
-#define KB (KC / 32)
 #define TILE 512 // bf16 in a tile
 
 // Per thread, for k_sgemm_amx (one call's product on one thread: the
@@ -66,9 +69,15 @@ static __thread struct amx_bufs bufs;
 
 static int amx_state; // 0 not asked, 1 on, -1 not available
 
-// cpu_has_amx: AMX-TILE, AMX-BF16, AVX512-BF16, AVX512F and BW by CPUID.
+// cpu_has_amx: AMX-TILE, AMX-BF16, AVX512-BF16, AVX512F and BW by CPUID,
+// and the OS saving the AVX-512 registers (XCR0's opmask and ZMM bits;
+// the tile state is asked of Linux apart, k_amx_enable).
 static int cpu_has_amx(void) {
 	unsigned a, b, c, d;
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1)) return 0; // OSXSAVE
+	unsigned lo, hi;
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	if ((lo & 0xe6) != 0xe6) return 0;
 	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
 	int tile = d >> 24 & 1, bf16 = d >> 22 & 1, f = b >> 16 & 1, bw = b >> 30 & 1;
 	if (!(tile && bf16 && f && bw)) return 0;
