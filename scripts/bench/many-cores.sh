@@ -25,10 +25,12 @@
 #              batch 64 and 256) and the GPT: where the 16 threads' time
 #              goes, pass by pass, and each pass's tail spent waiting
 #   amx16      --gemm amx against blas, A B A B, 2 rounds: the GPT at 16
-#              threads and at 1, ResNet-20 at 16 (model/gemm_amx.c: this
-#              project's 2-vCPU Emerald Rapids VM could not tell, its AMX
-#              rate swinging 2x from run to run; the GPU machine's cores
-#              are Emerald Rapids too)
+#              threads, at 1, and at np=2 with 1 each; ResNet-20 at 16
+#              (model/gemm_amx.c: this project's 2-vCPU Emerald Rapids VM
+#              could not tell, its AMX rate swinging 2x from run to run;
+#              the GPU machine's cores are Emerald Rapids too). The
+#              comparisons with PyTorch take it too: TRAIN_GEMM=amx before
+#              `run torch2` (train reads its options from TRAIN_*).
 #   torch2     cpu-vs-torch.sh's comparisons at T = 2 (np=1 with 2
 #              threads, np=2), ResNet-20 (Winograd) and the GPT
 #   torch16    the same at T = 16
@@ -122,6 +124,10 @@ part() {
 					echo "## round $round: train bench step GPT --threads $1 $2 $3 --gemm $g"
 					"$bin/train" bench step "${gpt[@]}" --threads "$1" "$2" "$3" --gemm "$g" | grep -E '^(#.*blas|tokens/s|ms/step|peak)'
 				done
+			done
+			for g in blas amx; do
+				echo "## round $round: mpirun -np 2 train bench step GPT --threads 1 --steps 3 --gemm $g"
+				"${mpi[@]}" -np 2 "$bin/train" bench step "${gpt[@]}" --threads 1 --steps 3 --gemm "$g" | grep -E '^(tokens/s|ms/step|peak)'
 			done
 			for g in blas amx; do
 				echo "## round $round: train bench step ResNet-20 --threads 16 --gemm $g"
