@@ -32,11 +32,10 @@
 // 32 k of bf16; B's are in the VNNI order TDPBF16PS reads: row r holds
 // k = 2r and 2r+1 for each of 16 columns. The kernel makes a 32 x 32
 // block of C over a chunk of KC of k in four accumulator tiles and adds
-// it to C (alpha, beta). A product on one thread (k_sgemm_amx) is cut
-// Goto-style: A's rows in blocks of MB packed once a chunk, B in panels
-// of NC columns packed once a block. A product across the pool
-// (k_sgemm_amx_par, below) packs each block once into buffers its
-// threads share.
+// it to C (alpha, beta). For each chunk, A's rows in blocks and B's
+// columns in blocks are packed once and multiplied (product, below): on
+// the pool into buffers its threads share (k_sgemm_amx_par), or on one
+// thread into its own (k_sgemm_amx: blocks of MB rows and NC columns).
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,11 +58,10 @@
 
 // Per thread, for k_sgemm_amx (one call's product on one thread: the
 // attention's and the convolutions' parts): the packed A block (3 pieces
-// of MB x KC), the B panel (3 of KC x NC), a 32 x 32 block of results;
-// allocated on a thread's first such product (~3 MB), kept.
+// of MB x KC) and B block (3 of KC x NC); allocated on a thread's first
+// such product (~3 MB), kept.
 struct amx_bufs {
 	uint16_t *a, *b;
-	float *t;
 };
 static __thread struct amx_bufs bufs;
 
@@ -136,10 +134,9 @@ AMX static int ready(void) {
 	if (!bufs.a) {
 		bufs.a = aligned_alloc(64, (size_t)3 * MB * KC * 2);
 		bufs.b = aligned_alloc(64, (size_t)3 * NC * KC * 2);
-		bufs.t = aligned_alloc(64, 32 * 32 * sizeof(float));
-		if (!bufs.a || !bufs.b || !bufs.t) {
-			free(bufs.a), free(bufs.b), free(bufs.t);
-			bufs.a = bufs.b = NULL, bufs.t = NULL;
+		if (!bufs.a || !bufs.b) {
+			free(bufs.a), free(bufs.b);
+			bufs.a = bufs.b = NULL;
 			return 0;
 		}
 	}
@@ -191,6 +188,10 @@ AMX static void transpose16(__m512i r[16]) {
 	}
 }
 
+// ZERO3 initialises the three pieces of 16 values (padding, where
+// nothing is split).
+#define ZERO3 {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()}
+
 // load16: up to 16 floats from p (n of them; the rest 0).
 AMX static inline __m512 load16(const float *p, size_t n) {
 	if (n >= 16) return _mm512_loadu_ps(p);
@@ -211,7 +212,7 @@ AMX static void pack_a(uint16_t *P, size_t ps, const float *a, int ta, size_t ld
 				uint16_t *d = row + b * TILE;
 				for (int h = 0; h < 2; h++) {
 					size_t p = b * 32 + h * 16, n = i < rows && p < kc ? kc - p : 0;
-					__m256i s[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+					__m256i s[3] = ZERO3;
 					if (n) split(load16(a + (i0 + i) * lda + p0 + p, n), s);
 					for (int q = 0; q < 3; q++) _mm256_storeu_si256((__m256i *)(d + q * ps + h * 16), s[q]);
 				}
@@ -228,8 +229,8 @@ AMX static void pack_a(uint16_t *P, size_t ps, const float *a, int ta, size_t ld
 			__m512i v[3][16];
 			for (int j = 0; j < 16; j++) {
 				size_t p = b * 32 + 2 * j;
-				__m256i e[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-				__m256i o[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+				__m256i e[3] = ZERO3;
+				__m256i o[3] = ZERO3;
 				if (nr && p < kc) split(load16(a + (p0 + p) * lda + i0 + r0, nr), e);
 				if (nr && p + 1 < kc) split(load16(a + (p0 + p + 1) * lda + i0 + r0, nr), o);
 				for (int q = 0; q < 3; q++) v[q][j] = pair(e[q], o[q]);
@@ -259,8 +260,8 @@ AMX static void pack_b(uint16_t *P, size_t ps, const float *b, int tb, size_t ld
 				// pairs k = 2r (low halves) and 2r + 1.
 				for (int r = 0; r < 16; r++) {
 					size_t p = bk * 32 + 2 * r;
-					__m256i e[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-					__m256i o[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+					__m256i e[3] = ZERO3;
+					__m256i o[3] = ZERO3;
 					if (nc && p < kc) split(load16(b + (p0 + p) * ldb + j0 + c0, nc), e);
 					if (nc && p + 1 < kc) split(load16(b + (p0 + p + 1) * ldb + j0 + c0, nc), o);
 					for (int q = 0; q < 3; q++) _mm512_storeu_si512(d + q * ps + r * 32, pair(e[q], o[q]));
@@ -273,8 +274,8 @@ AMX static void pack_b(uint16_t *P, size_t ps, const float *b, int tb, size_t ld
 			__m512i v[3][16];
 			for (int j = 0; j < 16; j++) {
 				size_t p = bk * 32, n = j < (int)nc && p < kc ? kc - p : 0;
-				__m256i lo[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-				__m256i hi[3] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+				__m256i lo[3] = ZERO3;
+				__m256i hi[3] = ZERO3;
 				const float *src = b + (j0 + c0 + j) * ldb + p0 + p;
 				if (n) split(load16(src, n), lo);
 				if (n > 16) split(load16(src + 16, n - 16), hi);
@@ -359,56 +360,20 @@ AMX static void put(float *c, size_t ldc, const float *t, size_t rows, size_t co
 	}
 }
 
-// scale_c: C = beta C (k = 0: no products).
-static void scale_c(size_t m, size_t n, float beta, float *c, size_t ldc) {
-	for (size_t i = 0; i < m; i++)
-		for (size_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];
-}
-
-// k_sgemm_amx is row-major C = alpha op(A) op(B) + beta C by AMX (above);
-// it returns nonzero, having done nothing, where this thread cannot (AMX
-// off, or its buffers not allocated), and the caller uses OpenBLAS.
-AMX int k_sgemm_amx(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
-                    const float *b, size_t ldb, float beta, float *c, size_t ldc) {
-	if (amx_state != 1 || !ready()) return 1;
-	if (k == 0) {
-		scale_c(m, n, beta, c, ldc);
-		return 0;
-	}
-	tiles_on();
-	for (size_t i0 = 0; i0 < m; i0 += MB) {
-		size_t mr = m - i0 < MB ? m - i0 : MB;
-		for (size_t p0 = 0; p0 < k; p0 += KC) {
-			size_t kc = k - p0 < KC ? k - p0 : KC, kb = (kc + 31) / 32;
-			size_t pa = (mr + 31) / 32 * 2 * kb * TILE;
-			pack_a(bufs.a, pa, a, ta, lda, i0, mr, p0, kc);
-			for (size_t j0 = 0; j0 < n; j0 += NC) {
-				size_t nr = n - j0 < NC ? n - j0 : NC, pb = (nr + 31) / 32 * 2 * kb * TILE;
-				pack_b(bufs.b, pb, b, tb, ldb, p0, kc, j0, nr);
-				for (size_t r = 0; r < mr; r += 32)
-					for (size_t q = 0; q < nr; q += 32) {
-						kernel(bufs.t, bufs.a + r / 16 * kb * TILE, pa, bufs.b + q / 16 * kb * TILE, pb, kb);
-						put(c + (i0 + r) * ldc + j0 + q, ldc, bufs.t, mr - r < 32 ? mr - r : 32,
-						    nr - q < 32 ? nr - q : 32, alpha, beta, p0 == 0);
-					}
-			}
-		}
-	}
-	tiles_off();
-	return 0;
-}
-
-// ---- a product across the pool: packed once, shared by the threads ----
+// ---- the driver: pack a block of each operand once, then multiply ----
 //
 // Cut by rows as par.c cuts OpenBLAS's calls, each of 16 parts packed all
 // of B for its 64 rows: the GPT's products at --simulate-threads 16 did
 // 1.6 times the work of OpenBLAS's (2,525 to 2,598 ms a step against
-// 1,556 to 1,588), though 1.2 times faster at one thread. Here a pass
-// packs A's block and B's block, each once, 32 rows or columns a unit,
-// into buffers the threads share, and a second pass multiplies them in
-// units of up to 128 x 128 of C. The chunks of k (KC) and the kernel are
-// k_sgemm_amx's, so every element has the same bits as there, at any
-// thread count and any cut.
+// 1,556 to 1,588), though 1.2 times faster at one thread. So a product on
+// the pool (k_sgemm_amx_par) packs A's block and B's block in one pass,
+// each once, 32 rows or columns a unit, into buffers its threads share,
+// and multiplies them in a second pass, units of up to 128 x 128 of C. A
+// product on one thread (k_sgemm_amx: a pass's own call, the attention's
+// and the convolutions' parts) runs the same two steps inline on the
+// thread's own smaller buffers. The chunks of k, the kernel and put are
+// the same in both, so every element has the same bits at any thread
+// count, cut or block size.
 
 // SHARED_CAP: bytes of packed values a shared block holds at most (A's
 // rows, or B's columns, of one chunk of k): 12 MB, 5,440 rows of KC.
@@ -436,9 +401,10 @@ struct amxp {
 	float *c;
 	size_t lda, ldb, ldc;
 	float alpha, beta;
+	uint16_t *A, *B;                           // the packed blocks
 	size_t i0, mr, p0, kc, kb, j0, nr, pa, pb; // this block of C and chunk of k
-	size_t at;                                 // pack pass: A's units (0: A already packed), then B's
-	size_t um, un, uc;                         // multiply pass: a unit's rows and columns; units a row
+	size_t at;                                 // pack step: A's units (0: A already packed), then B's
+	size_t um, un, uc;                         // multiply step: a unit's rows and columns; units a row
 };
 
 static size_t min_z(size_t a, size_t b) { return a < b ? a : b; }
@@ -449,11 +415,11 @@ AMX static void t_amx_pack(void *p, size_t lo, size_t hi, int w) {
 	for (size_t u = lo; u < hi; u++) {
 		if (u < g->at) {
 			size_t r = u * 32;
-			pack_a(sha.p + r / 16 * g->kb * TILE, g->pa, g->a, g->ta, g->lda, g->i0 + r, min_z(32, g->mr - r), g->p0,
+			pack_a(g->A + r / 16 * g->kb * TILE, g->pa, g->a, g->ta, g->lda, g->i0 + r, min_z(32, g->mr - r), g->p0,
 			       g->kc);
 		} else {
 			size_t q = (u - g->at) * 32;
-			pack_b(shb.p + q / 16 * g->kb * TILE, g->pb, g->b, g->tb, g->ldb, g->p0, g->kc, g->j0 + q,
+			pack_b(g->B + q / 16 * g->kb * TILE, g->pb, g->b, g->tb, g->ldb, g->p0, g->kc, g->j0 + q,
 			       min_z(32, g->nr - q));
 		}
 	}
@@ -469,7 +435,7 @@ AMX static void t_amx_mul(void *p, size_t lo, size_t hi, int w) {
 		size_t r1 = min_z(r0 + g->um, g->mr), q1 = min_z(q0 + g->un, g->nr);
 		for (size_t r = r0; r < r1; r += 32)
 			for (size_t q = q0; q < q1; q += 32) {
-				kernel(t, sha.p + r / 16 * g->kb * TILE, g->pa, shb.p + q / 16 * g->kb * TILE, g->pb, g->kb);
+				kernel(t, g->A + r / 16 * g->kb * TILE, g->pa, g->B + q / 16 * g->kb * TILE, g->pb, g->kb);
 				put(g->c + (g->i0 + r) * g->ldc + g->j0 + q, g->ldc, t, min_z(32, g->mr - r), min_z(32, g->nr - q),
 				    g->alpha, g->beta, g->first);
 			}
@@ -477,31 +443,28 @@ AMX static void t_amx_mul(void *p, size_t lo, size_t hi, int w) {
 	tiles_off();
 }
 
-// k_sgemm_amx_par is k_sgemm_amx's product across the pool (above); it
-// returns nonzero, having done nothing, where it cannot (AMX off, or the
-// shared buffers not allocated), and the caller cuts OpenBLAS's calls.
-// One product at a time: the passes are the training goroutine's.
-AMX int k_sgemm_amx_par(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
-                        const float *b, size_t ldb, float beta, float *c, size_t ldc) {
-	if (amx_state != 1) return 1;
-	if (m == 0 || n == 0) return 0;
+// product: C = alpha op(A) op(B) + beta C in blocks of at most mb rows
+// and nb columns (multiples of 32) packed into A and B; on the pool
+// (pool) or inline on this thread.
+AMX static void product(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                        const float *b, size_t ldb, float beta, float *c, size_t ldc, uint16_t *A, uint16_t *B,
+                        size_t mb, size_t nb, int pool) {
 	if (k == 0) {
-		scale_c(m, n, beta, c, ldc);
-		return 0;
+		for (size_t i = 0; i < m; i++)
+			for (size_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];
+		return;
 	}
-	size_t mb = min_z((m + 31) / 32 * 32, SHARED_MOST), nb = min_z((n + 31) / 32 * 32, SHARED_MOST);
-	if (!grow(&sha, mb * 3 * KC * 2) || !grow(&shb, nb * 3 * KC * 2)) return 1;
-	size_t T = (size_t)k_pool_size();
+	size_t T = pool ? (size_t)k_pool_size() : 1;
 	for (size_t p0 = 0; p0 < k; p0 += KC) {
 		size_t kc = min_z(KC, k - p0), kb = (kc + 31) / 32;
 		for (size_t i0 = 0; i0 < m; i0 += mb) {
 			size_t mr = min_z(mb, m - i0);
 			for (size_t j0 = 0; j0 < n; j0 += nb) {
 				size_t nr = min_z(nb, n - j0);
-				struct amxp g = {ta, tb, p0 == 0, a, b, c, lda, ldb, ldc, alpha, beta, i0, mr, p0, kc, kb, j0, nr,
-				                 (mr + 31) / 32 * 2 * kb * TILE, (nr + 31) / 32 * 2 * kb * TILE,
+				struct amxp g = {ta, tb, p0 == 0, a, b, c, lda, ldb, ldc, alpha, beta, A, B, i0, mr, p0, kc, kb, j0,
+				                 nr, (mr + 31) / 32 * 2 * kb * TILE, (nr + 31) / 32 * 2 * kb * TILE,
 				                 j0 == 0 ? (mr + 31) / 32 : 0, 128, 128, 0};
-				k_run(g.at + (nr + 31) / 32, t_amx_pack, &g);
+				size_t packs = g.at + (nr + 31) / 32;
 				// Units of 128 x 128, halved (the longer side first) down
 				// to 32 x 32 while there are fewer than 2 a thread.
 				for (;;) {
@@ -513,10 +476,42 @@ AMX int k_sgemm_amx_par(int ta, int tb, size_t m, size_t n, size_t k, float alph
 						g.un /= 2;
 				}
 				g.uc = (nr + g.un - 1) / g.un;
-				k_run((mr + g.um - 1) / g.um * g.uc, t_amx_mul, &g);
+				size_t muls = (mr + g.um - 1) / g.um * g.uc;
+				if (pool) {
+					k_run(packs, t_amx_pack, &g);
+					k_run(muls, t_amx_mul, &g);
+				} else {
+					t_amx_pack(&g, 0, packs, 0);
+					t_amx_mul(&g, 0, muls, 0);
+				}
 			}
 		}
 	}
+}
+
+// k_sgemm_amx is row-major C = alpha op(A) op(B) + beta C by AMX (above)
+// on this thread; it returns nonzero, having done nothing, where it
+// cannot (AMX off, or its buffers not allocated), and the caller uses
+// OpenBLAS.
+AMX int k_sgemm_amx(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                    const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+	if (amx_state != 1 || !ready()) return 1;
+	product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bufs.a, bufs.b, MB, NC, 0);
+	return 0;
+}
+
+// k_sgemm_amx_par is k_sgemm_amx's product across the pool, packed into
+// the shared buffers; it returns nonzero, having done nothing, where it
+// cannot (AMX off, or the buffers not allocated), and the caller cuts
+// OpenBLAS's calls. One product at a time: the passes are the training
+// goroutine's.
+AMX int k_sgemm_amx_par(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                        const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+	if (amx_state != 1) return 1;
+	if (m == 0 || n == 0) return 0;
+	size_t mb = min_z((m + 31) / 32 * 32, SHARED_MOST), nb = min_z((n + 31) / 32 * 32, SHARED_MOST);
+	if (!grow(&sha, mb * 3 * KC * 2) || !grow(&shb, nb * 3 * KC * 2)) return 1;
+	product(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, sha.p, shb.p, mb, nb, 1);
 	return 0;
 }
 
