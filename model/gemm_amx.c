@@ -198,6 +198,18 @@ AMX static inline __m512 load16(const float *p, size_t n) {
 	return _mm512_maskz_loadu_ps((__mmask16)((1u << n) - 1), p);
 }
 
+// pair_rows: rows p0 + p and p0 + p + 1 of x (row-major, ld), n values
+// from column col, split and paired (pair) for each piece: what a VNNI
+// tile row, or two k of a transposed A's 16 rows, hold. Rows at kc and
+// past, or n = 0, are zeros.
+AMX static inline void pair_rows(__m512i out[3], const float *x, size_t ld, size_t p0, size_t col, size_t p, size_t kc,
+                                 size_t n) {
+	__m256i e[3] = ZERO3, o[3] = ZERO3;
+	if (n && p < kc) split(load16(x + (p0 + p) * ld + col, n), e);
+	if (n && p + 1 < kc) split(load16(x + (p0 + p + 1) * ld + col, n), o);
+	for (int q = 0; q < 3; q++) out[q] = pair(e[q], o[q]);
+}
+
 // pack_a: rows [i0, i0 + rows) and k [p0, p0 + kc) of op(A) into tiles:
 // piece q, row tile t, k block kb at P + q * ps + (t * KB' + kb) * TILE,
 // KB' = kc rounded up to 32 / 32, rows rounded up to 32 (zeros past the
@@ -228,12 +240,9 @@ AMX static void pack_a(uint16_t *P, size_t ps, const float *a, int ta, size_t ld
 		for (size_t b = 0; b < kb; b++) {
 			__m512i v[3][16];
 			for (int j = 0; j < 16; j++) {
-				size_t p = b * 32 + 2 * j;
-				__m256i e[3] = ZERO3;
-				__m256i o[3] = ZERO3;
-				if (nr && p < kc) split(load16(a + (p0 + p) * lda + i0 + r0, nr), e);
-				if (nr && p + 1 < kc) split(load16(a + (p0 + p + 1) * lda + i0 + r0, nr), o);
-				for (int q = 0; q < 3; q++) v[q][j] = pair(e[q], o[q]);
+				__m512i pr[3];
+				pair_rows(pr, a, lda, p0, i0 + r0, b * 32 + 2 * j, kc, nr);
+				for (int q = 0; q < 3; q++) v[q][j] = pr[q];
 			}
 			for (int q = 0; q < 3; q++) {
 				transpose16(v[q]);
@@ -259,12 +268,9 @@ AMX static void pack_b(uint16_t *P, size_t ps, const float *b, int tb, size_t ld
 				// rows of B run along the columns: row r of the tile
 				// pairs k = 2r (low halves) and 2r + 1.
 				for (int r = 0; r < 16; r++) {
-					size_t p = bk * 32 + 2 * r;
-					__m256i e[3] = ZERO3;
-					__m256i o[3] = ZERO3;
-					if (nc && p < kc) split(load16(b + (p0 + p) * ldb + j0 + c0, nc), e);
-					if (nc && p + 1 < kc) split(load16(b + (p0 + p + 1) * ldb + j0 + c0, nc), o);
-					for (int q = 0; q < 3; q++) _mm512_storeu_si512(d + q * ps + r * 32, pair(e[q], o[q]));
+					__m512i pr[3];
+					pair_rows(pr, b, ldb, p0, j0 + c0, bk * 32 + 2 * r, kc, nc);
+					for (int q = 0; q < 3; q++) _mm512_storeu_si512(d + q * ps + r * 32, pr[q]);
 				}
 				continue;
 			}
