@@ -15,7 +15,9 @@
 # limit so that one slow part cannot take the others' time, writing
 # $OUT/many-cores-PART.txt as it goes:
 #
-#   probe      the cores, the BLAS train loads, PyTorch's version
+#   probe      the cores, the BLAS train loads, PyTorch's version; on AMX
+#              cores scripts/bench/amx-swing.c (whether AMX's rate on data
+#              swings there as on this project's VM; about 10 s)
 #   allreduce  train bench allreduce at np 2 and 4, 1 MB to 256 MB: shm,
 #              the ring and MPI_Allreduce in one run, memcpy beside them
 #   scale16    cpu-vs-torch.sh's scaling part at T = 16 (ResNet-20, GPT:
@@ -59,6 +61,8 @@ pack)
 	# OpenBLAS alone is 36 MB.
 	tar czf "$bin/lib.tgz" -C "$d" . || exit 1
 	rm -rf "$bin/kjv" && cp -r "$tokens" "$bin/kjv" || exit 1
+	# AMX's rate on data against the FMA units', round by round (probe).
+	gcc -O2 -march=sapphirerapids scripts/bench/amx-swing.c -o "$bin/amx-swing" || exit 1
 	du -sh "$bin"
 	exit 0
 	;;
@@ -84,6 +88,10 @@ part() {
 		echo "commit $(cat "$bin/commit" 2>/dev/null || echo unknown), $(date -u +%FT%TZ)"
 		lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node|L2|L3)'
 		echo "AMX: $(grep -o -w 'amx_[a-z0-9]*' /proc/cpuinfo | sort -u | paste -sd' ')"
+		if grep -qw amx_bf16 /proc/cpuinfo && [[ -x $bin/amx-swing ]]; then
+			echo "## amx-swing 20 (scripts/bench/amx-swing.c)"
+			"$bin/amx-swing" 20
+		fi
 		free -g | head -2
 		"$PYTHON" -c 'import torch; print("PyTorch", torch.__version__, "threads", torch.get_num_threads())'
 		"$bin/train" bench step --model resnet --depth 20 --steps 3 --warmup 1 --threads 1 --openblas "$lib/libopenblas.so.0" | head -4

@@ -1,0 +1,259 @@
+// Why --gemm amx's speed swings on this project's Emerald Rapids VM, and
+// whether it does on another machine: AMX's rate on real data, round by
+// round, beside the FMA units' in the same round. Each round runs, for
+// about 10 ms each, on one thread:
+//
+//   zero     TDPBF16PS on 6 accumulator tiles, operands in registers, all
+//            zeros (the 39th session's probe read its rate this way: a
+//            unit fed zeros runs steadier than one fed data)
+//   probe    the same on tiles of bf16 values in [-1, 1)
+//   chain4   the same on 4 accumulators, as model/gemm_amx.c's kernel
+//            keeps (tiles 0-3 a 32 x 32 block of C, 4-7 its operands)
+//   kernel   gemm_amx.c's kernel loop itself: a 32 x 32 block over 12
+//            blocks of k (KC 384), the six products of the bf16 pieces,
+//            its 18 tile loads a block of k in its order, over a panel of
+//            packed B held in L2 (PANEL column pairs of 72 KB, default 8)
+//   k1x5     an alternative tried: 5 accumulators (a 16 x 80 block), one
+//            A tile, B's tiles double-buffered in two (five chains, one
+//            load a product)
+//   fma12    12 independent chains of AVX-512 FMAs: the FMA units' peak,
+//            which OpenBLAS's SGEMM runs on (float32 GFLOP/s)
+//
+// The kernel's float32 rate is its bf16 rate over 6.
+//
+//   gcc -O2 -march=sapphirerapids scripts/bench/amx-swing.c -o /tmp/amx-swing
+//   /tmp/amx-swing [ROUNDS [PANEL]]
+//
+// On the 2-vCPU Emerald Rapids VM (family 6 model 207; 40th session, 40
+// rounds in 2 runs): fma12 225 to 255 GFLOP/s in every round but one
+// (165); AMX on data in two states that change within a second: in 14
+// fast rounds the kernel 1,600 to 2,160 GFLOP/s of bf16, 0.85 to 1.0 of
+// chain4 (270 to 360 float32 GFLOP/s: 1.1 to 1.5x the FMA peak); in most
+// others 360 to 710 (60 to 120 float32: under half the FMA peak), with
+// chain4 and the probe about halved too, and a few between. Zeros 1,400
+// to 2,440. k1x5 is slower in both states (1,150 to 1,710; 320 to 520).
+// So the swing is the unit's, on data, while the FMA units hold: not the
+// kernel's loads or its four chains.
+#include <immintrin.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TILE 512 // bf16 in a tile
+#define KB 12    // blocks of 32 k in a chunk (KC 384)
+#define NOINLINE __attribute__((noinline))
+
+static double now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+struct tilecfg {
+	uint8_t palette, start, reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+};
+
+static void configure(void) {
+	struct tilecfg c;
+	memset(&c, 0, sizeof c);
+	c.palette = 1;
+	for (int i = 0; i < 8; i++) c.colsb[i] = 64, c.rows[i] = 16;
+	_tile_loadconfig(&c);
+}
+
+// Each returns the TDPBF16PS it issued.
+NOINLINE static double probe(long n) {
+	for (long i = 0; i < n; i++) {
+		_tile_dpbf16ps(0, 6, 7);
+		_tile_dpbf16ps(1, 6, 7);
+		_tile_dpbf16ps(2, 6, 7);
+		_tile_dpbf16ps(3, 6, 7);
+		_tile_dpbf16ps(4, 6, 7);
+		_tile_dpbf16ps(5, 6, 7);
+	}
+	return 6.0 * n;
+}
+
+#define DP4()                    \
+	_tile_dpbf16ps(0, 4, 6); \
+	_tile_dpbf16ps(1, 4, 7); \
+	_tile_dpbf16ps(2, 5, 6); \
+	_tile_dpbf16ps(3, 5, 7)
+
+NOINLINE static double chain4(long n) {
+	for (long i = 0; i < n; i++) {
+		DP4();
+		DP4();
+		DP4();
+		__asm__ volatile("");
+	}
+	return 12.0 * n;
+}
+
+// fma: 12 independent chains of AVX-512 FMAs (the FMA units' peak, what
+// OpenBLAS's SGEMM runs on), for the same round's float32 rate.
+NOINLINE static double fma12(long n) {
+	__m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-3f);
+	__m512 a0 = x, a1 = y, a2 = x, a3 = y, a4 = x, a5 = y, a6 = x, a7 = y, a8 = x, a9 = y, a10 = x, a11 = y;
+	for (long i = 0; i < n; i++) {
+		a0 = _mm512_fmadd_ps(a0, x, y), a1 = _mm512_fmadd_ps(a1, x, y), a2 = _mm512_fmadd_ps(a2, x, y);
+		a3 = _mm512_fmadd_ps(a3, x, y), a4 = _mm512_fmadd_ps(a4, x, y), a5 = _mm512_fmadd_ps(a5, x, y);
+		a6 = _mm512_fmadd_ps(a6, x, y), a7 = _mm512_fmadd_ps(a7, x, y), a8 = _mm512_fmadd_ps(a8, x, y);
+		a9 = _mm512_fmadd_ps(a9, x, y), a10 = _mm512_fmadd_ps(a10, x, y), a11 = _mm512_fmadd_ps(a11, x, y);
+	}
+	__m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+	                         _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+	s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+	volatile float sink = _mm512_reduce_add_ps(s);
+	(void)sink;
+	return 12.0 * 16 * 2 * n;
+}
+
+// kernel: gemm_amx.c's loop (A's pieces pa apart, B's pb apart, the second
+// row or column tile kb blocks on).
+NOINLINE static void kernel(float *t, const uint16_t *A, size_t pa, const uint16_t *B, size_t pb, size_t kb) {
+	_tile_zero(0);
+	_tile_zero(1);
+	_tile_zero(2);
+	_tile_zero(3);
+	const uint16_t *a1 = A + kb * TILE, *b1 = B + kb * TILE;
+	for (size_t k = 0; k < kb; k++) {
+		size_t o = k * TILE;
+		_tile_loadd(4, A + o, 64);
+		_tile_loadd(5, a1 + o, 64);
+		_tile_loadd(6, B + o, 64);
+		_tile_loadd(7, b1 + o, 64);
+		DP4();
+		_tile_loadd(6, B + pb + o, 64);
+		_tile_loadd(7, b1 + pb + o, 64);
+		DP4();
+		_tile_loadd(6, B + 2 * pb + o, 64);
+		_tile_loadd(7, b1 + 2 * pb + o, 64);
+		DP4();
+		_tile_loadd(4, A + pa + o, 64);
+		_tile_loadd(5, a1 + pa + o, 64);
+		_tile_loadd(6, B + pb + o, 64);
+		_tile_loadd(7, b1 + pb + o, 64);
+		DP4();
+		_tile_loadd(6, B + o, 64);
+		_tile_loadd(7, b1 + o, 64);
+		DP4();
+		_tile_loadd(4, A + 2 * pa + o, 64);
+		_tile_loadd(5, a1 + 2 * pa + o, 64);
+		DP4();
+	}
+	_tile_stored(0, t, 128);
+	_tile_stored(1, t + 16, 128);
+	_tile_stored(2, t + 512, 128);
+	_tile_stored(3, t + 528, 128);
+}
+
+// k1x5: a 16 x 80 block; A's piece p at A + p*kb*TILE, B's column tile j
+// of piece q at B + (q*5 + j)*kb*TILE.
+#define B5(q, j) (B + ((q) * 5 + (j)) * kb * TILE + o)
+#define ROW5(q)                          \
+	_tile_loadd(6, B5(q, 0), 64);    \
+	_tile_dpbf16ps(0, 5, 6);         \
+	_tile_loadd(7, B5(q, 1), 64);    \
+	_tile_dpbf16ps(1, 5, 7);         \
+	_tile_loadd(6, B5(q, 2), 64);    \
+	_tile_dpbf16ps(2, 5, 6);         \
+	_tile_loadd(7, B5(q, 3), 64);    \
+	_tile_dpbf16ps(3, 5, 7);         \
+	_tile_loadd(6, B5(q, 4), 64);    \
+	_tile_dpbf16ps(4, 5, 6);
+NOINLINE static void k1x5(float *t, const uint16_t *A, const uint16_t *B, size_t kb) {
+	_tile_zero(0);
+	_tile_zero(1);
+	_tile_zero(2);
+	_tile_zero(3);
+	_tile_zero(4);
+	for (size_t k = 0; k < kb; k++) {
+		size_t o = k * TILE;
+		_tile_loadd(5, A + o, 64);
+		ROW5(0) ROW5(1) ROW5(2)
+		_tile_loadd(5, A + kb * TILE + o, 64);
+		ROW5(1) ROW5(0)
+		_tile_loadd(5, A + 2 * kb * TILE + o, 64);
+		ROW5(0)
+	}
+	_tile_stored(0, t, 320);
+	_tile_stored(1, t + 16, 320);
+	_tile_stored(2, t + 32, 320);
+	_tile_stored(3, t + 48, 320);
+	_tile_stored(4, t + 64, 320);
+}
+
+// rnd: a bf16 in [-1, 1) from the top bits of x.
+static uint16_t rnd(uint32_t x) {
+	float f = (float)(x >> 8) / (float)(1 << 23) - 1.0f;
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	return (uint16_t)(u >> 16);
+}
+
+int main(int argc, char **argv) {
+	int rounds = argc > 1 ? atoi(argv[1]) : 12;
+	size_t panel = argc > 2 ? (size_t)atoi(argv[2]) : 8;
+	if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) {
+		fprintf(stderr, "amx-swing: Linux refused the AMX tile state (no AMX, or a kernel before 5.16)\n");
+		return 1;
+	}
+	size_t pa = 2 * KB * TILE, pb = 2 * KB * TILE, bsize = 3 * pb * (panel + 3);
+	uint16_t *A = aligned_alloc(64, 3 * pa * 2), *B = aligned_alloc(64, bsize * 2);
+	static float t[2048] __attribute__((aligned(64)));
+	if (!A || !B) return 1;
+	// bf16 of uniform values in [-1, 1): AMX's rate depends on the data
+	// (tiles of zeros run faster), so every loop reads values like a
+	// product's.
+	uint32_t x = 1;
+	for (size_t i = 0; i < 3 * pa; i++) x = x * 1664525 + 1013904223, A[i] = rnd(x);
+	for (size_t i = 0; i < bsize; i++) x = x * 1664525 + 1013904223, B[i] = rnd(x);
+	configure();
+	_tile_zero(6);
+	_tile_zero(7);
+	const double per = 16.0 * 16 * 32 * 2; // FLOP a TDPBF16PS
+	printf("bf16 GFLOP/s; round: probe on zero tiles, probe, chain4, kernel, k1x5; float32 GFLOP/s: fma12\n");
+	double lo[6], hi[6];
+	for (int r = 0; r < rounds; r++) {
+		double g[6];
+		configure();
+		_tile_zero(6);
+		_tile_zero(7);
+		double t0 = now(), n = probe(7500);
+		g[0] = n * per / (now() - t0) / 1e9;
+		_tile_loadd(6, A, 64);
+		_tile_loadd(7, B, 64);
+		t0 = now(), n = probe(7500);
+		g[1] = n * per / (now() - t0) / 1e9;
+		t0 = now(), n = chain4(3750);
+		g[2] = n * per / (now() - t0) / 1e9;
+		t0 = now();
+		for (int i = 0; i < 80; i++)
+			for (size_t j = 0; j < panel; j++) kernel(t, A, pa, B + j * 3 * pb, pb, KB);
+		g[3] = 80.0 * panel * 24 * KB * per / (now() - t0) / 1e9;
+		t0 = now();
+		for (int i = 0; i < 80; i++)
+			for (size_t j = 0; j < panel; j++) k1x5(t, A, B + j * 3 * pb, KB);
+		g[4] = 80.0 * panel * 30 * KB * per / (now() - t0) / 1e9;
+		t0 = now(), n = fma12(2000000);
+		g[5] = n / (now() - t0) / 1e9;
+		printf("%5d %8.0f %8.0f %8.0f %8.0f %8.0f %8.0f\n", r + 1, g[0], g[1], g[2], g[3], g[4], g[5]);
+		for (int i = 0; i < 6; i++) {
+			if (!r || g[i] < lo[i]) lo[i] = g[i];
+			if (!r || g[i] > hi[i]) hi[i] = g[i];
+		}
+		usleep(300000);
+	}
+	printf("range");
+	for (int i = 0; i < 6; i++) printf("  %.0f-%.0f", lo[i], hi[i]);
+	printf("\n");
+	_tile_release();
+	return 0;
+}
