@@ -4,8 +4,7 @@
 // about 10 ms each, on one thread:
 //
 //   zero     TDPBF16PS on 6 accumulator tiles, operands in registers, all
-//            zeros (the 39th session's probe read its rate this way: a
-//            unit fed zeros runs steadier than one fed data)
+//            zeros (a unit fed zeros swings least)
 //   probe    the same on tiles of bf16 values in [-1, 1)
 //   chain4   the same on 4 accumulators, as model/gemm_amx.c's kernel
 //            keeps (tiles 0-3 a 32 x 32 block of C, 4-7 its operands)
