@@ -1562,7 +1562,7 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 // layers was 4 images, 900 KB of V and M in a 1 MiB L2, and the input
 // transform (in_rows44) was 13% of a one-thread step in `perf record`,
 // against 17% for all the products; at 512 KiB the Winograd forward
-// passes took a tenth less (README, "Winograd's parts sized for L2").
+// passes took a tenth less (docs/cpu-speed.md, "Winograd's parts sized for L2").
 // The weight gradient's parts stay as they were: each part adds a
 // partial sum of the kernels' gradient, and cut as finely, their sum
 // cost what the cache saved; it transforms its part in pieces instead

@@ -17,7 +17,7 @@ import (
 // is 1, so every call longer than two of sysmon's ticks was retaken:
 // ResNet-20 at np=2 counted 36 retakes a step and 3,400 context switches
 // a second per rank, sysmon's thread taking 1.5% of the rank's core (perf
-// stat and uprobes on runtime.handoffp; the figures are in the README).
+// stat and uprobes on runtime.handoffp; the figures are in docs/cpu-speed.md).
 //
 // So a rank keeps spare Ps (sparePs: an idle one stops the first kind of
 // retake), and the training goroutine passes through the scheduler at

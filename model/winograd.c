@@ -516,7 +516,7 @@ static volatile const float wino_neg1 = -1;
 // 0. The convolution then reads the normalisation's input, which its
 // BatchNorm's backward reads anyway, and the normalised activation is
 // never written: one pass over it fewer each way, and one array fewer
-// (README, "BatchNorm fused into the next convolution").
+// (docs/cpu-speed.md, "BatchNorm fused into the next convolution").
 INL void spread_rows(int my, int mx, int grad, int aff, float *V, const float *x, size_t n, size_t h, size_t w,
                      size_t C, const float *zrow, const struct k_pre *pre, const struct k_wino_class *k) {
 	size_t ay = my + 2, ax = mx + 2, ky = grad ? (size_t)my : ay, kx = grad ? (size_t)mx : ax;

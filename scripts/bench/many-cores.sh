@@ -111,7 +111,7 @@ part() {
 			"$bin/train" bench step "${a[@]}"
 		done
 		# Batch 256: the simulation's claim that 64 images are too few
-		# for 16 threads (README, the 38th session) against real cores.
+		# for 16 threads (docs/cpu-speed.md, the 38th session) against real cores.
 		for t in 1 16; do
 			a=(--model resnet --depth 20 --bn local --batch-size 256 --warmup 3 --steps 20 --threads "$t" --passes)
 			echo "## train bench step ${a[*]}"
