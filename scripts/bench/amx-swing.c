@@ -8,10 +8,11 @@
 //   probe    the same on tiles of bf16 values in [-1, 1)
 //   chain4   the same on 4 accumulators, as model/gemm_amx.c's kernel
 //            keeps (tiles 0-3 a 32 x 32 block of C, 4-7 its operands)
-//   kernel   gemm_amx.c's kernel loop itself: a 32 x 32 block over 12
-//            blocks of k (KC 384), the six products of the bf16 pieces,
-//            its 18 tile loads a block of k in its order, over a panel of
-//            packed B held in L2 (PANEL column pairs of 72 KB, default 8)
+//   kernel   gemm_amx.c's kernel itself (the file is included below): a
+//            32 x 32 block over 12 blocks of k (KC 384), the six products
+//            of the bf16 pieces, its 18 tile loads a block of k, over a
+//            panel of packed B held in L2 (PANEL column pairs of 72 KB,
+//            default 8)
 //   k1x5     an alternative tried: 5 accumulators (a 16 x 80 block), one
 //            A tile, B's tiles double-buffered in two (five chains, one
 //            load a product)
@@ -33,37 +34,28 @@
 // to 2,440. k1x5 is slower in both states (1,150 to 1,710; 320 to 520).
 // So the swing is the unit's, on data, while the FMA units hold: not the
 // kernel's loads or its four chains.
+
+// model/gemm_amx.c itself, for its kernel (static there), with the two
+// pool calls it makes stubbed: one thread.
+#include "../../model/gemm_amx.c"
+void k_run(size_t units, k_task fn, void *ctx) { fn(ctx, 0, units, 0); }
+int k_pool_size(void) { return 1; }
+
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#define TILE 512 // bf16 in a tile
-#define KB 12    // blocks of 32 k in a chunk (KC 384)
+#define KB (KC / 32) // blocks of 32 k in a chunk
 #define NOINLINE __attribute__((noinline))
 
 static double now(void) {
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-struct tilecfg {
-	uint8_t palette, start, reserved[14];
-	uint16_t colsb[16];
-	uint8_t rows[16];
-};
-
-static void configure(void) {
-	struct tilecfg c;
-	memset(&c, 0, sizeof c);
-	c.palette = 1;
-	for (int i = 0; i < 8; i++) c.colsb[i] = 64, c.rows[i] = 16;
-	_tile_loadconfig(&c);
 }
 
 // Each returns the TDPBF16PS it issued.
@@ -114,45 +106,6 @@ NOINLINE static double fma12(long n) {
 	return 12.0 * 16 * 2 * n;
 }
 
-// kernel: gemm_amx.c's loop (A's pieces pa apart, B's pb apart, the second
-// row or column tile kb blocks on).
-NOINLINE static void kernel(float *t, const uint16_t *A, size_t pa, const uint16_t *B, size_t pb, size_t kb) {
-	_tile_zero(0);
-	_tile_zero(1);
-	_tile_zero(2);
-	_tile_zero(3);
-	const uint16_t *a1 = A + kb * TILE, *b1 = B + kb * TILE;
-	for (size_t k = 0; k < kb; k++) {
-		size_t o = k * TILE;
-		_tile_loadd(4, A + o, 64);
-		_tile_loadd(5, a1 + o, 64);
-		_tile_loadd(6, B + o, 64);
-		_tile_loadd(7, b1 + o, 64);
-		DP4();
-		_tile_loadd(6, B + pb + o, 64);
-		_tile_loadd(7, b1 + pb + o, 64);
-		DP4();
-		_tile_loadd(6, B + 2 * pb + o, 64);
-		_tile_loadd(7, b1 + 2 * pb + o, 64);
-		DP4();
-		_tile_loadd(4, A + pa + o, 64);
-		_tile_loadd(5, a1 + pa + o, 64);
-		_tile_loadd(6, B + pb + o, 64);
-		_tile_loadd(7, b1 + pb + o, 64);
-		DP4();
-		_tile_loadd(6, B + o, 64);
-		_tile_loadd(7, b1 + o, 64);
-		DP4();
-		_tile_loadd(4, A + 2 * pa + o, 64);
-		_tile_loadd(5, a1 + 2 * pa + o, 64);
-		DP4();
-	}
-	_tile_stored(0, t, 128);
-	_tile_stored(1, t + 16, 128);
-	_tile_stored(2, t + 512, 128);
-	_tile_stored(3, t + 528, 128);
-}
-
 // k1x5: a 16 x 80 block; A's piece p at A + p*kb*TILE, B's column tile j
 // of piece q at B + (q*5 + j)*kb*TILE.
 #define B5(q, j) (B + ((q) * 5 + (j)) * kb * TILE + o)
@@ -200,8 +153,10 @@ static uint16_t rnd(uint32_t x) {
 int main(int argc, char **argv) {
 	int rounds = argc > 1 ? atoi(argv[1]) : 12;
 	size_t panel = argc > 2 ? (size_t)atoi(argv[2]) : 8;
-	if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */)) {
-		fprintf(stderr, "amx-swing: Linux refused the AMX tile state (no AMX, or a kernel before 5.16)\n");
+	int e = k_amx_enable(1);
+	if (e) {
+		fprintf(stderr, "amx-swing: %s\n",
+		        e == 1 ? "this CPU has no AMX-BF16" : "Linux refused the AMX tile state (a kernel before 5.16?)");
 		return 1;
 	}
 	size_t pa = 2 * KB * TILE, pb = 2 * KB * TILE, bsize = 3 * pb * (panel + 3);
@@ -214,7 +169,7 @@ int main(int argc, char **argv) {
 	uint32_t x = 1;
 	for (size_t i = 0; i < 3 * pa; i++) x = x * 1664525 + 1013904223, A[i] = rnd(x);
 	for (size_t i = 0; i < bsize; i++) x = x * 1664525 + 1013904223, B[i] = rnd(x);
-	configure();
+	tiles_on();
 	_tile_zero(6);
 	_tile_zero(7);
 	const double per = 16.0 * 16 * 32 * 2; // FLOP a TDPBF16PS
@@ -222,7 +177,7 @@ int main(int argc, char **argv) {
 	double lo[6], hi[6];
 	for (int r = 0; r < rounds; r++) {
 		double g[6];
-		configure();
+		tiles_on();
 		_tile_zero(6);
 		_tile_zero(7);
 		double t0 = now(), n = probe(7500);
