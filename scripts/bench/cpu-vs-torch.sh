@@ -162,19 +162,23 @@ scale() {
 	rate() { twice "${mpi[@]}" "$train" bench step "${args[@]}" --threads "$1" | awk -v u="$unit" '$1==u{print $2}'; }
 	local args=("$@")
 	echo "## $name: np 1, 1 thread against $T threads, and against $T one-thread processes at once"
-	for i in $(seq 1 "$rounds"); do
-		# Odd rounds run 1 thread first, even ones T threads first: a
-		# machine that drifts through the rounds favours neither.
-		if ((i % 2)); then
-			a=$(rate 1) b=$(rate "$T")
-		else
-			b=$(rate "$T") a=$(rate 1)
-		fi
+	# apart: T one-thread processes at once, each bound to its own core.
+	apart() {
 		for c in $(seq 0 $((T - 1))); do
 			taskset -c "$c" "$train" bench step "$@" --threads 1 >"$tmp/apart.$c" &
 		done
 		wait
-		c=$(cat "$tmp"/apart.* | awk -v u="$unit" '$1==u{s+=$2} END{printf "%.1f", s}')
+		cat "$tmp"/apart.* | awk -v u="$unit" '$1==u{s+=$2} END{printf "%.1f", s}'
+	}
+	for i in $(seq 1 "$rounds"); do
+		# The three runs' order turns round by round (1 thread, T threads,
+		# the processes; then T threads, the processes, 1 thread; ...): a
+		# machine that drifts through the rounds favours none of them.
+		case $((i % 3)) in
+		1) a=$(rate 1) b=$(rate "$T") c=$(apart "$@") ;;
+		2) b=$(rate "$T") c=$(apart "$@") a=$(rate 1) ;;
+		0) c=$(apart "$@") a=$(rate 1) b=$(rate "$T") ;;
+		esac
 		r=$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", b/a}')
 		echo "round $i: 1 thread $a $unit, $T threads $b $unit ($r), $T processes at once $c $unit in all"
 		one+="$a " many+="$b " apart+="$c " ratios+="$r "
