@@ -162,8 +162,8 @@ scale() {
 	rate() { twice "${mpi[@]}" "$train" bench step "${args[@]}" --threads "$1" | awk -v u="$unit" '$1==u{print $2}'; }
 	local args=("$@")
 	echo "## $name: np 1, 1 thread against $T threads, and against $T one-thread processes at once"
-	# apart: T one-thread processes at once, each bound to its own core.
-	apart() {
+	# processes: T one-thread processes at once, each bound to its own core.
+	processes() {
 		for c in $(seq 0 $((T - 1))); do
 			taskset -c "$c" "$train" bench step "$@" --threads 1 >"$tmp/apart.$c" &
 		done
@@ -175,9 +175,9 @@ scale() {
 		# the processes; then T threads, the processes, 1 thread; ...): a
 		# machine that drifts through the rounds favours none of them.
 		case $((i % 3)) in
-		1) a=$(rate 1) b=$(rate "$T") c=$(apart "$@") ;;
-		2) b=$(rate "$T") c=$(apart "$@") a=$(rate 1) ;;
-		0) c=$(apart "$@") a=$(rate 1) b=$(rate "$T") ;;
+		1) a=$(rate 1) b=$(rate "$T") c=$(processes "$@") ;;
+		2) b=$(rate "$T") c=$(processes "$@") a=$(rate 1) ;;
+		0) c=$(processes "$@") a=$(rate 1) b=$(rate "$T") ;;
 		esac
 		r=$(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", b/a}')
 		echo "round $i: 1 thread $a $unit, $T threads $b $unit ($r), $T processes at once $c $unit in all"
