@@ -68,7 +68,9 @@ func sgemmThreadsSameBits(t *testing.T) {
 	// every thread count, and each block's rows across the threads. The
 	// last has fewer rows than PART_ROWS twice over, and multiply-adds
 	// enough to be cut into parts of 24 to 36 rows anyway (PART_WORK).
-	for _, sh := range [][3]int{{1000, 300, 384}, {200, 1500, 64}, {517, 517, 40}, {97, 1100, 33}, {300, 300, 100}, {200, 200, 100}, {40, 4500, 1000}, {96, 512, 1024}} {
+	// 6150x48x200 has many rows and a small B: units of ROWCHUNK rows,
+	// the last with the 6 rows past the last whole block.
+	for _, sh := range [][3]int{{1000, 300, 384}, {200, 1500, 64}, {517, 517, 40}, {97, 1100, 33}, {300, 300, 100}, {200, 200, 100}, {40, 4500, 1000}, {96, 512, 1024}, {6150, 48, 200}} {
 		m, n, k := sh[0], sh[1], sh[2]
 		a, b := make([]float32, m*k), make([]float32, k*n)
 		for i := range a {
@@ -168,6 +170,135 @@ func sgemmThreadsSameBits(t *testing.T) {
 					if differ > 0 {
 						t.Errorf("%s: %d of %d elements differ at %d threads (speeds %v) from 1", name, differ, len(c), threads, run.speeds)
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestSgemmPair: two products in one pass (sgemmPair, the GPT head's
+// backward: dx = dy W and dW += dy^T x) give the bits of two sgemm calls
+// at one thread, at 2 to 4 threads and under skewed speeds, and those
+// bits are the float64 sums' within 1e-5. The pass profile shows one
+// pass of both ran, with a unit for each thread's part of dx and dW's 4
+// units of ROWCHUNK rows.
+func TestSgemmPair(t *testing.T) {
+	if _, err := openblas.Load("", 1); err != nil {
+		t.Fatalf("%v (install libopenblas0 with scripts/setup.sh)", err)
+	}
+	defer SetThreads(1)
+	const rows, vocab, c = 300, 7000, 40 // dW's 7000 rows: 4 units
+	rng := rand.New(rand.NewPCG(11, 12))
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = rng.Float32() - 0.5
+		}
+		return v
+	}
+	dy, w, x, dw0 := fill(rows*vocab), fill(vocab*c), fill(rows*c), fill(vocab*c)
+	run := func(pair bool) (dx, dw []float32) {
+		dx, dw = make([]float32, rows*c), append([]float32(nil), dw0...)
+		gx := gemm{false, false, rows, c, vocab, 1, dy, vocab, w, c, 0, dx, c}
+		gw := gemm{true, false, vocab, c, rows, 1, dy, vocab, x, c, 1, dw, c}
+		if !pair {
+			for _, g := range []gemm{gx, gw} {
+				sgemm(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, g.c, g.ldc)
+			}
+			return
+		}
+		sgemmPair(gx, gw)
+		return
+	}
+	SetThreads(1)
+	oneX, oneW := run(false)
+	wantX, wantW := make([]float64, rows*c), make([]float64, vocab*c)
+	for i := range rows {
+		for p := range vocab {
+			d := float64(dy[i*vocab+p])
+			for j := range c {
+				wantX[i*c+j] += d * float64(w[p*c+j])
+				wantW[p*c+j] += d * float64(x[i*c+j])
+			}
+		}
+	}
+	for i := range wantW {
+		wantW[i] += float64(dw0[i])
+	}
+	if err := near.Check(wantX, widen(oneX), 1e-5); err != nil {
+		t.Errorf("dx at one thread against float64 sums: %v", err)
+	}
+	if err := near.Check(wantW, widen(oneW), 1e-5); err != nil {
+		t.Errorf("dW at one thread against float64 sums: %v", err)
+	}
+	same := func(a, b []float32) int {
+		n := 0
+		for i := range a {
+			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, r := range []struct {
+		threads int
+		speeds  []float64
+	}{{1, nil}, {2, nil}, {3, nil}, {4, nil}, {2, []float64{1, 3}}, {2, []float64{5, 1}}, {3, []float64{0.3, 1, 2}}} {
+		SetThreads(r.threads)
+		ProfilePasses(true)
+		var dx, dw []float32
+		if r.speeds != nil {
+			withGemmSpeeds(r.speeds, func() { dx, dw = run(true) })
+		} else {
+			dx, dw = run(true)
+		}
+		passes := Passes()
+		ProfilePasses(false)
+		if d := same(dx, oneX); d > 0 {
+			t.Errorf("%d threads (speeds %v): %d of %d elements of dx differ from two calls at one thread", r.threads, r.speeds, d, len(dx))
+		}
+		if d := same(dw, oneW); d > 0 {
+			t.Errorf("%d threads (speeds %v): %d of %d elements of dW differ from two calls at one thread", r.threads, r.speeds, d, len(dw))
+		}
+		// Run one after the other, the products would be two passes, of
+		// T units (dx) and of 4 (dW); a symbol table is not needed to tell.
+		if r.threads > 1 && (len(passes) != 1 || passes[0].Units != r.threads+4 || passes[0].Count != 1) {
+			t.Errorf("%d threads: passes %+v, want one pass of both products in %d units", r.threads, passes, r.threads+4)
+		}
+	}
+}
+
+// TestPairUnits: in a pass of two products, every part of the first and
+// every unit of the second runs exactly once, and each thread's share of
+// the pass (run_chunks: the w-th of T equal shares of the units) starts
+// with its own part of the first product.
+func TestPairUnits(t *testing.T) {
+	for T := 1; T <= 7; T++ {
+		for yunits := 0; yunits <= 40; yunits++ {
+			n := T + yunits
+			seenX, seenY := make([]int, T), make([]int, yunits)
+			for u := range n {
+				which, i := pairUnit(T, yunits, u)
+				switch {
+				case which == 0 && i >= 0 && i < T:
+					seenX[i]++
+				case which == 1 && i >= 0 && i < yunits:
+					seenY[i]++
+				default:
+					t.Fatalf("T=%d, %d units of the second: unit %d maps to product %d index %d", T, yunits, u, which, i)
+				}
+			}
+			for s := range T {
+				if which, i := pairUnit(T, yunits, s*n/T); which != 0 || i != s {
+					t.Errorf("T=%d, %d units: share %d starts with product %d index %d, not the first's part %d", T, yunits, s, which, i, s)
+				}
+				if seenX[s] != 1 {
+					t.Errorf("T=%d, %d units: the first's part %d runs %d times", T, yunits, s, seenX[s])
+				}
+			}
+			for i, k := range seenY {
+				if k != 1 {
+					t.Errorf("T=%d, %d units: the second's unit %d runs %d times", T, yunits, i, k)
 				}
 			}
 		}

@@ -81,6 +81,21 @@ float k_pool_ranges(size_t n, size_t grain, k_range_fn fn, void *ctx);
 void k_learn_check(size_t m, const double *t, const int *who, double *s);
 void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
              size_t ldb, float beta, float *c, size_t ldc);
+// One product's arguments, for k_sgemm_pair.
+struct k_gemm {
+	int ta, tb;
+	size_t m, n, k;
+	float alpha;
+	const float *a;
+	size_t lda;
+	const float *b;
+	size_t ldb;
+	float beta;
+	float *c;
+	size_t ldc;
+};
+void k_sgemm_pair(struct k_gemm x, struct k_gemm y);
+void k_pair_unit(size_t xparts, size_t yunits, size_t u, int *which, size_t *i);
 void k_permute_weights(float *wt, const float *w, size_t o0, size_t o1, size_t c, size_t kk);
 void k_avgpool(float *y, const float *x, size_t n, size_t h, size_t w, size_t C, size_t kh, size_t kw, size_t oh,
                size_t ow, float inv);

@@ -1323,6 +1323,20 @@ static void t_gemm_rows(void *p, size_t lo, size_t hi, int w) {
 // the MLP's 12.8M multiply-adds stay under the line at any count.
 #define PART_WORK (16 << 20)
 
+// ROWCHUNK: the rows of C a unit of a product gets where C has many rows
+// and B is small (the GPT's tied head's weight gradient dW = dY^T X:
+// 50,257 rows of 384, B the 1024 x 384 activations). Cut one part a
+// thread by the learned speeds, its two parts at 2 threads ended 49 ms
+// a step apart (19% of the product: the speeds move within a product
+// this long, 250 ms); in units of ROWCHUNK rows, which the threads share
+// out as they finish (run_chunks), the faster thread takes more. Each
+// unit packs B again: 1.5 MB for 1.2 GFLOP of a unit's multiply-adds.
+// The units are fixed by the shape (and on multiples of GEMM_BLOCK, far
+// above the small-matrix line), so the bits are one call's at every
+// thread count.
+#define ROWCHUNK 1536
+#define SMALL_B (1 << 20) // floats of B
+
 // tile_parts is how many row parts each of blocks column blocks is cut
 // into at T threads, at most most (and at least 1): at least 2T units in
 // all, to leave room to balance, and then the fewest parts a block whose
@@ -1384,24 +1398,26 @@ static void gemm_one(int ta, int tb, size_t m, size_t n, size_t k, float alpha, 
 	pthread_mutex_unlock(&busy);
 }
 
-// k_sgemm is k_sgemm1 cut across the threads when big enough (2 MFLOP),
-// or into column blocks (above): each element of C stays one call's dot
-// product over all of k, with the same bits (above).
-void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
-             size_t ldb, float beta, float *c, size_t ldc) {
-	if (k_amx_on() && k_sgemm_amx_par(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0) return;
+// A product's plan across the threads (plan): one call, the tiles of a
+// large B (above), units of ROWCHUNK rows (a small B), or one part a
+// thread.
+enum plan { ONE_CALL, TILES, ROW_UNITS, ROW_PARTS };
+
+// plan sets g (and *blocks for TILES) to the way k_sgemm cuts a product.
+static enum plan plan(struct gemm *g, size_t *blocks) {
+	size_t m = g->m, n = g->n, k = g->k;
 	double mnk = (double)m * n * k;
+	g->units = m / GEMM_BLOCK, g->cut = NULL;
 	if ((double)k * n >= BIG_B && n >= 2 * COLBLOCK && (double)m * k * 4 <= (double)k * n) {
-		size_t blocks = (n + COLBLOCK - 1) / COLBLOCK, units = m / GEMM_BLOCK;
+		*blocks = (n + COLBLOCK - 1) / COLBLOCK;
 		size_t fewest = (size_t)(BLAS_SMALL / ((double)GEMM_BLOCK * COLBLOCK * k)) + 1;
-		size_t parts = tile_parts(blocks, (size_t)nthreads, units / fewest);
-		struct tiles t = {{ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, units, parts, NULL}, blocks};
-		run(blocks * parts, t_gemm_tiles, &t);
-		return;
+		g->parts = tile_parts(*blocks, (size_t)nthreads, g->units / fewest);
+		return TILES;
 	}
-	if (nthreads <= 1 || mnk < (1 << 21)) {
-		gemm_one(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-		return;
+	if (nthreads <= 1 || mnk < (1 << 21)) return ONE_CALL;
+	if (m >= 4 * ROWCHUNK && (double)k * n <= SMALL_B) {
+		g->parts = g->units / (ROWCHUNK / GEMM_BLOCK);
+		return ROW_UNITS;
 	}
 	// One part a thread, not one block: each call packs all of B again;
 	// and no part under fewest blocks, which keeps it off the small-matrix
@@ -1413,8 +1429,8 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 	// over OpenBLAS, medians of 7 interleaved). The GPT's step at 2
 	// threads, one part a thread against two: 10 of 12 rounds faster,
 	// median 1.06 (two sittings of 6 rounds).
-	size_t units = m / GEMM_BLOCK, fewest = (size_t)(BLAS_SMALL / ((double)GEMM_BLOCK * n * k)) + 1;
-	size_t T = (size_t)nthreads, parts = units / fewest;
+	size_t fewest = (size_t)(BLAS_SMALL / ((double)GEMM_BLOCK * n * k)) + 1;
+	size_t T = (size_t)nthreads, parts = g->units / fewest;
 	if (parts > T) parts = T;
 	// And no part under PART_ROWS rows (each part packs all of B again),
 	// unless the product is large enough to give each thread PART_WORK.
@@ -1426,22 +1442,113 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
 		if (even > most) most = even;
 	}
 	if (parts > most) parts = most;
-	if (parts < 2) {
-		gemm_one(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+	if (parts < 2) return ONE_CALL;
+	g->parts = parts;
+	return ROW_PARTS;
+}
+
+// speed_cut cuts g's parts by the threads' learned speeds into c: only
+// where each thread has a part of its own, and not in a simulation, whose
+// threads are one.
+static void speed_cut(struct gemm *g, struct cut *c) {
+	if (g->parts != (size_t)nthreads || sim_T) return;
+	cut_rows(c, g->units, g->parts, (size_t)(BLAS_SMALL / ((double)GEMM_BLOCK * g->n * g->k)) + 1);
+	for (size_t i = 0; i < g->parts; i++) c->who[i] = -1;
+	c->t0 = prof_now();
+	g->cut = c;
+}
+
+// k_sgemm is k_sgemm1 cut across the threads when big enough (2 MFLOP),
+// or into column blocks (above): each element of C stays one call's dot
+// product over all of k, with the same bits (above).
+void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda, const float *b,
+             size_t ldb, float beta, float *c, size_t ldc) {
+	if (k_amx_on() && k_sgemm_amx_par(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0) return;
+	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, 0, 0, NULL};
+	size_t blocks = 0;
+	struct cut cut;
+	switch (plan(&g, &blocks)) {
+	case TILES: {
+		struct tiles t = {g, blocks};
+		run(blocks * g.parts, t_gemm_tiles, &t);
 		return;
 	}
-	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, units, parts, NULL};
-	// Cut by speed only where each thread has a part of its own, and not
-	// in a simulation, whose threads are one.
-	struct cut cut;
-	if (parts == T && !sim_T) {
-		cut_rows(&cut, units, parts, fewest);
-		for (size_t i = 0; i < parts; i++) cut.who[i] = -1;
-		cut.t0 = prof_now();
-		g.cut = &cut;
+	case ONE_CALL:
+		gemm_one(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+		return;
+	case ROW_UNITS:
+		run(g.parts, t_gemm_rows, &g);
+		return;
+	case ROW_PARTS:
+		speed_cut(&g, &cut);
+		run(g.parts, t_gemm_rows, &g);
+		if (g.cut) learn(&cut, &g);
+		return;
 	}
-	run(parts, t_gemm_rows, &g);
-	if (g.cut) learn(&cut, &g);
+}
+
+// ---- two products in one pass ----
+//
+// k_sgemm_pair computes two independent products (neither writes what
+// the other reads) as one pass where the first is cut one part a thread
+// and the second into units of ROWCHUNK rows: each thread runs its part
+// of the first, then takes the second's units as it finishes, so the
+// first's uneven end is filled with the second's work instead of waited
+// out at a pass's end. The GPT's tied head: dX = dY W (B the 77 MB
+// table: one part a thread) and dW += dY^T X (50,257 rows). Each element
+// is computed as k_sgemm computes it, so the bits are k_sgemm's. Other
+// plans run as two k_sgemm calls.
+struct pair {
+	struct gemm x, y;
+	size_t units; // x.parts + y.parts; share s starts with x's part s
+};
+
+// pair_share is the share (run_chunks's) that unit u lies in: the largest
+// s with s*units/T <= u.
+static size_t pair_share(const struct pair *q, size_t u) {
+	size_t T = q->x.parts, s = u * T / q->units;
+	while (s + 1 < T && (s + 1) * q->units / T <= u) s++;
+	while (s > 0 && s * q->units / T > u) s--;
+	return s;
+}
+
+static void t_gemm_pair(void *p, size_t lo, size_t hi, int w) {
+	struct pair *q = p;
+	for (size_t u = lo; u < hi; u++) {
+		size_t s = pair_share(q, u);
+		if (u == s * q->units / q->x.parts)
+			t_gemm_rows(&q->x, s, s + 1, w);
+		else
+			t_gemm_rows(&q->y, u - s - 1, u - s, w);
+	}
+}
+
+void k_sgemm_pair(struct k_gemm xv, struct k_gemm yv) {
+	const struct k_gemm *x = &xv, *y = &yv;
+	struct pair q = {{x->ta, x->tb, x->m, x->n, x->k, x->lda, x->ldb, x->ldc, x->alpha, x->beta, x->a, x->b, x->c},
+	                 {y->ta, y->tb, y->m, y->n, y->k, y->lda, y->ldb, y->ldc, y->alpha, y->beta, y->a, y->b, y->c}};
+	size_t bx = 0, by = 0;
+	if (k_amx_on() || plan(&q.x, &bx) != ROW_PARTS || q.x.parts != (size_t)nthreads ||
+	    plan(&q.y, &by) != ROW_UNITS) {
+		k_sgemm(x->ta, x->tb, x->m, x->n, x->k, x->alpha, x->a, x->lda, x->b, x->ldb, x->beta, x->c, x->ldc);
+		k_sgemm(y->ta, y->tb, y->m, y->n, y->k, y->alpha, y->a, y->lda, y->b, y->ldb, y->beta, y->c, y->ldc);
+		return;
+	}
+	struct cut cut;
+	speed_cut(&q.x, &cut);
+	q.units = q.x.parts + q.y.parts;
+	run(q.units, t_gemm_pair, &q);
+	if (q.x.cut) learn(&cut, &q.x);
+}
+
+// k_pair_unit is t_gemm_pair's map for a test: unit u of a pair of x
+// parts and y units is x's part (*which 0) or y's unit (*which 1) *i.
+void k_pair_unit(size_t xparts, size_t yunits, size_t u, int *which, size_t *i) {
+	struct pair q = {.units = xparts + yunits};
+	q.x.parts = xparts;
+	size_t s = pair_share(&q, u);
+	*which = u != s * q.units / xparts;
+	*i = *which ? u - s - 1 : s;
 }
 
 // ---- convolution: parts of the batch, each im2col + SGEMM in cache ----

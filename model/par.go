@@ -115,6 +115,16 @@ func tileParts(blocks, T, most int) int {
 	return int(C.k_tile_parts(C.size_t(blocks), C.size_t(T), C.size_t(most)))
 }
 
+// pairUnit is the product a unit of a pass of two products runs (par.c's
+// k_sgemm_pair, of xparts parts of the first and yunits units of the
+// second): which 0, the first's part i; 1, the second's unit i.
+func pairUnit(xparts, yunits, u int) (which, i int) {
+	var w C.int
+	var ci C.size_t
+	C.k_pair_unit(C.size_t(xparts), C.size_t(yunits), C.size_t(u), &w, &ci)
+	return int(w), int(ci)
+}
+
 // learnCheck is the speeds par.c learns from one pass of a two-part
 // product of m rows, whose parts ended t seconds after its start on
 // threads who (nil: nothing learned).

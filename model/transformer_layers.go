@@ -253,10 +253,14 @@ func (h *TiedHead) Forward(y, x []float32, n int) {
 // Backward: dwte[:vocab] += dlogits^T x; dx = dlogits wte[:vocab].
 func (h *TiedHead) Backward(dx, dy, x, _ []float32, n int) {
 	rows := n * h.per
-	sgemm(true, false, h.vocab, h.c, rows, 1, dy, h.vocab, x, h.c, 1, h.e.WTE.Of(h.e.p.Grad), h.c)
-	if dx != nil {
-		sgemm(false, false, rows, h.c, h.vocab, 1, dy, h.vocab, h.e.WTE.Of(h.e.p.Data), h.c, 0, dx, h.c)
+	dw := gemm{true, false, h.vocab, h.c, rows, 1, dy, h.vocab, x, h.c, 1, h.e.WTE.Of(h.e.p.Grad), h.c}
+	if dx == nil {
+		sgemm(dw.transA, dw.transB, dw.m, dw.n, dw.k, dw.alpha, dw.a, dw.lda, dw.b, dw.ldb, dw.beta, dw.c, dw.ldc)
+		return
 	}
+	// One pass: dx cut one part a thread, dW's 50,257 rows taken as the
+	// threads finish (par.c's k_sgemm_pair).
+	sgemmPair(gemm{false, false, rows, h.c, h.vocab, 1, dy, h.vocab, h.e.WTE.Of(h.e.p.Data), h.c, 0, dx, h.c}, dw)
 }
 
 func (h *TiedHead) flops() (fwd, dw, dx int64) {
