@@ -1523,15 +1523,18 @@ static void t_gemm_pair(void *p, size_t lo, size_t hi, int w) {
 	}
 }
 
-void k_sgemm_pair(struct k_gemm xv, struct k_gemm yv) {
-	const struct k_gemm *x = &xv, *y = &yv;
-	struct pair q = {{x->ta, x->tb, x->m, x->n, x->k, x->lda, x->ldb, x->ldc, x->alpha, x->beta, x->a, x->b, x->c},
-	                 {y->ta, y->tb, y->m, y->n, y->k, y->lda, y->ldb, y->ldc, y->alpha, y->beta, y->a, y->b, y->c}};
-	size_t bx = 0, by = 0;
-	if (k_amx_on() || plan(&q.x, &bx) != ROW_PARTS || q.x.parts != (size_t)nthreads ||
-	    plan(&q.y, &by) != ROW_UNITS) {
-		k_sgemm(x->ta, x->tb, x->m, x->n, x->k, x->alpha, x->a, x->lda, x->b, x->ldb, x->beta, x->c, x->ldc);
-		k_sgemm(y->ta, y->tb, y->m, y->n, y->k, y->alpha, y->a, y->lda, y->b, y->ldb, y->beta, y->c, y->ldc);
+// gemm_of is a product's arguments as a plan's.
+static struct gemm gemm_of(struct k_gemm p) {
+	return (struct gemm){p.ta, p.tb, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, p.alpha, p.beta, p.a, p.b, p.c};
+}
+
+void k_sgemm_pair(struct k_gemm x, struct k_gemm y) {
+	struct pair q = {gemm_of(x), gemm_of(y)};
+	size_t blocks = 0;
+	if (k_amx_on() || plan(&q.x, &blocks) != ROW_PARTS || q.x.parts != (size_t)nthreads ||
+	    plan(&q.y, &blocks) != ROW_UNITS) {
+		k_sgemm(x.ta, x.tb, x.m, x.n, x.k, x.alpha, x.a, x.lda, x.b, x.ldb, x.beta, x.c, x.ldc);
+		k_sgemm(y.ta, y.tb, y.m, y.n, y.k, y.alpha, y.a, y.lda, y.b, y.ldb, y.beta, y.c, y.ldc);
 		return;
 	}
 	struct cut cut;

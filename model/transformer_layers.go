@@ -255,7 +255,7 @@ func (h *TiedHead) Backward(dx, dy, x, _ []float32, n int) {
 	rows := n * h.per
 	dw := gemm{true, false, h.vocab, h.c, rows, 1, dy, h.vocab, x, h.c, 1, h.e.WTE.Of(h.e.p.Grad), h.c}
 	if dx == nil {
-		sgemm(dw.transA, dw.transB, dw.m, dw.n, dw.k, dw.alpha, dw.a, dw.lda, dw.b, dw.ldb, dw.beta, dw.c, dw.ldc)
+		dw.run()
 		return
 	}
 	// One pass: dx cut one part a thread, dW's 50,257 rows taken as the
