@@ -231,18 +231,30 @@ func printGaps(out io.Writer, gaps []model.Gap, steps int) {
 // printPasses is --passes' table: rank 0's passes over the timed steps,
 // per step, the longest first; simulated, each pass's time at the
 // simulated count, its units' time on the one thread, and the ratio.
+// busy is the threads' time in their chunks summed over them (thread-ms
+// a step: against one thread's ms/step, the work a thread count added),
+// late a worker's mean delay from a pass's start to its first chunk.
 func printPasses(out io.Writer, passes []model.Pass, steps int, perStep float64, simulated bool) {
-	var total, wait time.Duration
-	n := 0
+	var total, wait, busy, late time.Duration
+	n, workers := 0, 0
 	for _, p := range passes {
 		total += p.Total
 		wait += p.Wait
+		busy += p.Busy
+		late += p.Late
 		n += p.Count
+		workers += p.Workers
 	}
 	per := func(d time.Duration) float64 { return d.Seconds() * 1e3 / float64(steps) }
-	fmt.Fprintf(out, "# --passes (rank 0; a pass is one parallel region of the thread pool, model/par.c; products made in one call count as t_gemm_rows of 1 unit): %.2f ms per step in %d passes, %.2f of it waiting at the passes' ends; %.2f outside them\n",
-		per(total), n/steps, per(wait), perStep*1e3-per(total))
-	head := fmt.Sprintf("#   %-22s %6s %9s %9s %9s %6s", "task", "units", "per step", "ms/step", "waiting", "share")
+	lateUs := func(d time.Duration, w int) float64 {
+		if w == 0 {
+			return 0
+		}
+		return d.Seconds() * 1e6 / float64(w)
+	}
+	fmt.Fprintf(out, "# --passes (rank 0; a pass is one parallel region of the thread pool, model/par.c; products made in one call count as t_gemm_rows of 1 unit): %.2f ms per step in %d passes, %.2f of it waiting at the passes' ends; %.2f outside them; %.2f thread-ms a step in the threads' chunks (busy), a worker's first chunk %.1f us after its pass's start (late)\n",
+		per(total), n/steps, per(wait), perStep*1e3-per(total), per(busy), lateUs(late, workers))
+	head := fmt.Sprintf("#   %-22s %6s %9s %9s %9s %6s %9s %7s", "task", "units", "per step", "ms/step", "waiting", "share", "busy", "late us")
 	if simulated {
 		head += fmt.Sprintf(" %9s %7s", "on one", "speedup")
 	}
@@ -252,7 +264,8 @@ func printPasses(out io.Writer, passes []model.Pass, steps int, perStep float64,
 		if p.Total > 0 {
 			share = 100 * p.Wait.Seconds() / p.Total.Seconds()
 		}
-		row := fmt.Sprintf("#   %-22s %6d %9.1f %9.3f %9.3f %5.1f%%", p.Task, p.Units, float64(p.Count)/float64(steps), per(p.Total), per(p.Wait), share)
+		row := fmt.Sprintf("#   %-22s %6d %9.1f %9.3f %9.3f %5.1f%% %9.3f %7.1f", p.Task, p.Units, float64(p.Count)/float64(steps),
+			per(p.Total), per(p.Wait), share, per(p.Busy), lateUs(p.Late, p.Workers))
 		if simulated && p.Total > 0 {
 			row += fmt.Sprintf(" %9.3f %7.2f", per(p.Work), p.Work.Seconds()/p.Total.Seconds())
 		}

@@ -174,12 +174,20 @@ func TestBenchStep(t *testing.T) {
 		t.Errorf("fraction of SGEMM %v", frac)
 	}
 	// --passes: a row per kind of pass, "#   task units per-step ms/step
-	// waiting share%"; ResNet-8's 3x3 convolutions run Winograd's passes.
+	// waiting share% busy late"; ResNet-8's 3x3 convolutions run
+	// Winograd's passes. A pass's threads' time in its chunks (busy) is at
+	// least the caller's own part of the pass (ms/step - waiting).
 	tasks := map[string]bool{}
 	for _, l := range strings.Split(r.stdout, "\n") {
 		f := strings.Fields(l)
-		if len(f) == 7 && f[0] == "#" && strings.HasSuffix(f[6], "%") {
+		if len(f) == 9 && f[0] == "#" && strings.HasSuffix(f[6], "%") {
 			tasks[f[1]] = true
+			ms, _ := strconv.ParseFloat(f[4], 64)
+			wait, _ := strconv.ParseFloat(f[5], 64)
+			busy, err := strconv.ParseFloat(f[7], 64)
+			if err != nil || !(busy >= ms-wait-0.002) {
+				t.Errorf("--passes row %q: busy %v under the caller's own %.3f ms", l, f[7], ms-wait)
+			}
 		}
 	}
 	for _, want := range []string{"t_wino", "t_wino_dw", "t_bn_stats"} {

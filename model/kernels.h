@@ -65,8 +65,9 @@ int k_sgemm_amx(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const
 void k_pass_profile(int on);
 int k_simulate_threads(int T);
 void k_sim_check(int units, int T, double us, int *runs, int *who, double *longest, double *serial, double *span);
+void k_spin_pass(int units, double us);
 int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait,
-                         double *work);
+                         double *work, double *late, double *busy, unsigned long *workers);
 int k_pass_gap_entry(int i, void **from, size_t *from_units, void **to, size_t *to_units, unsigned long *n,
                      double *time);
 int k_buffers_misaligned(void);

@@ -129,6 +129,16 @@ struct share {
 } __attribute__((aligned(64)));
 static struct share shares[MAXT];
 static int cur_T;
+// ptimes: each thread's first chunk's start and last chunk's end in the
+// current pass, taken only while cur_prof (the pass profile's per-thread
+// times, below; set by the caller before it starts the pass, so a pass
+// is timed by all its threads or by none).
+struct ptime {
+	double start, end;
+} __attribute__((aligned(64)));
+static struct ptime ptimes[MAXT];
+static int cur_prof;
+static double prof_now(void);
 static unsigned start_gen[MAXT];
 
 static void fwait(_Atomic unsigned *a, unsigned v) {
@@ -170,7 +180,11 @@ static void *worker(void *arg) {
 			atomic_fetch_sub(&gen_sleepers, 1);
 		}
 		seen = g;
-		if (w < cur_T) take(w);
+		if (w < cur_T) {
+			if (cur_prof) ptimes[w].start = prof_now();
+			take(w);
+			if (cur_prof) ptimes[w].end = prof_now();
+		}
 		if (atomic_fetch_sub(&left, 1) == 1 && atomic_load(&left_sleeper)) fwake(&left);
 	}
 	return NULL;
@@ -224,6 +238,15 @@ int k_set_cpus(int n) {
 // worker's start). Products that k_sgemm makes in one call count as a
 // pass of t_gemm_rows of one unit, so that one thread's table has them
 // too. Off, a pass pays one predictable branch.
+// Each thread of a pass also times its own part (ptimes): from the
+// pass's start to its first chunk (late: a worker's wake-up, summed
+// over the workers) and from its first chunk to its last chunk's end
+// (busy, summed over the threads). The caller's wait alone cannot tell
+// a worker that started late from one whose chunks ran slow, nor a
+// pass that waited from one whose work grew with the threads: on the
+// 16-core machine (2026-11-30) ResNet-20's passes that read what other
+// cores wrote took 4 to 18 times one thread's time, by the caller's own
+// share times 16, with 28% of the passes' time waiting.
 #define PROF_MAX 128
 struct k_pass_prof {
 	task_fn fn;
@@ -231,6 +254,8 @@ struct k_pass_prof {
 	unsigned long n;
 	double total, wait;
 	double work; // the units' time on one thread: simulated passes, and those run on the caller alone
+	double late, busy;     // the workers' start delays, and every thread's time in its chunks
+	unsigned long workers; // the workers that took part, over the passes (late's count)
 };
 static struct k_pass_prof prof[PROF_MAX];
 static int nprof;
@@ -244,7 +269,8 @@ static double prof_now(void) {
 
 // prof_add records one pass (entries past PROF_MAX are dropped and
 // counted in the last).
-static void prof_add(task_fn fn, size_t units, double t0, double t1, double t2, double work) {
+static void prof_add(task_fn fn, size_t units, double t0, double t1, double t2, double work, double late,
+                     double busy, unsigned long workers) {
 	int i = 0;
 	while (i < nprof && !(prof[i].fn == fn && prof[i].units == units)) i++;
 	if (i == nprof) {
@@ -255,6 +281,7 @@ static void prof_add(task_fn fn, size_t units, double t0, double t1, double t2, 
 	prof[i].total += t2 - t0;
 	prof[i].wait += t2 - t1;
 	prof[i].work += work;
+	prof[i].late += late, prof[i].busy += busy, prof[i].workers += workers;
 }
 
 // The gaps between passes: the caller's time from one pass's end to the
@@ -363,8 +390,9 @@ static void sim_chunks(size_t units, size_t chunk, int T, task_fn fn, void *ctx)
 	// Its work: the whole pass here, this schedule's own time included, so
 	// that the step's time outside the passes is what it is without it.
 	if (prof_on) {
-		double end = prof_now();
-		prof_add(fn, units, 0, t0done, span, end - start);
+		double end = prof_now(), units_time = 0;
+		for (int w = 0; w < T; w++) units_time += clock[w];
+		prof_add(fn, units, 0, t0done, span, end - start, 0, units_time, 0);
 		prof_gap(fn, units, start, end);
 	}
 }
@@ -382,10 +410,11 @@ void k_pass_profile(int on) {
 
 // k_pass_profile_entry reads entry i; it returns 0 past the last.
 int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait,
-                         double *work) {
+                         double *work, double *late, double *busy, unsigned long *workers) {
 	if (i < 0 || i >= nprof) return 0;
 	*fn = (void *)prof[i].fn, *units = prof[i].units, *n = prof[i].n;
 	*total = prof[i].total, *wait = prof[i].wait, *work = prof[i].work;
+	*late = prof[i].late, *busy = prof[i].busy, *workers = prof[i].workers;
 	return 1;
 }
 
@@ -422,7 +451,8 @@ int k_pass_gap_entry(int i, void **from, size_t *from_units, void **to, size_t *
 static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 	if (units == 0) return;
 	pthread_mutex_lock(&busy);
-	double t0 = prof_on ? prof_now() : 0, t1 = t0;
+	int pon = prof_on; // read once: the profile may be turned off during the pass
+	double t0 = pon ? prof_now() : 0, t1 = t0;
 	int T = (size_t)nthreads < units ? nthreads : (int)units;
 	if (sim_T && T > 1) {
 		sim_chunks(units, chunk, T, fn, ctx);
@@ -431,7 +461,7 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 	}
 	if (T <= 1 || created == 0) {
 		fn(ctx, 0, units, 0);
-		if (prof_on) t1 = prof_now(), prof_add(fn, units, t0, t1, t1, t1 - t0), prof_gap(fn, units, t0, t1);
+		if (pon) t1 = prof_now(), prof_add(fn, units, t0, t1, t1, t1 - t0, 0, t1 - t0, 0), prof_gap(fn, units, t0, t1);
 		pthread_mutex_unlock(&busy);
 		return;
 	}
@@ -443,10 +473,13 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 		shares[w].end = (w + 1) * n / T;
 	}
 	atomic_store(&left, (unsigned)created);
+	cur_prof = pon;
+	double go = pon ? prof_now() : 0; // the pass's start, for the workers' delays
 	atomic_fetch_add(&gen, 1);
 	if (atomic_load(&gen_sleepers)) fwake(&gen);
+	if (pon) ptimes[0].start = prof_now();
 	take(0);
-	if (prof_on) t1 = prof_now();
+	if (pon) t1 = prof_now();
 	unsigned v;
 	int spins = 0;
 	while ((v = atomic_load(&left)) != 0) {
@@ -461,9 +494,10 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 		if ((v = atomic_load(&left)) != 0) fwait(&left, v);
 		atomic_store(&left_sleeper, 0);
 	}
-	if (prof_on) {
-		double end = prof_now();
-		prof_add(fn, units, t0, t1, end, 0);
+	if (pon) {
+		double end = prof_now(), late = 0, busyt = t1 - ptimes[0].start;
+		for (int w = 1; w < T; w++) late += ptimes[w].start - go, busyt += ptimes[w].end - ptimes[w].start;
+		prof_add(fn, units, t0, t1, end, 0, late, busyt, (unsigned long)(T - 1));
 		prof_gap(fn, units, t0, end);
 	}
 	pthread_mutex_unlock(&busy);
@@ -1393,7 +1427,7 @@ static void gemm_one(int ta, int tb, size_t m, size_t n, size_t k, float alpha, 
 	k_sgemm1(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 	double t1 = prof_now();
 	pthread_mutex_lock(&busy);
-	prof_add(t_gemm_rows, 1, t0, t1, t1, t1 - t0);
+	prof_add(t_gemm_rows, 1, t0, t1, t1, t1 - t0, 0, t1 - t0, 0);
 	prof_gap(t_gemm_rows, 1, t0, t1);
 	pthread_mutex_unlock(&busy);
 }
@@ -1884,6 +1918,25 @@ void k_sim_check(int units, int T, double us, int *runs, int *who, double *longe
 	k_pass_profile(0);
 	k_simulate_threads(was);
 	*longest = k.longest;
+}
+
+// k_spin_pass runs one real pass of units units on the pool, unit u
+// spinning (1 + u % 3) * us microseconds: a test's check of the pass
+// profile's per-thread times, whose units' summed time it knows.
+struct spin {
+	double us;
+};
+static void t_spin(void *p, size_t lo, size_t hi, int w) {
+	struct spin *s = p;
+	(void)w;
+	for (size_t u = lo; u < hi; u++) {
+		double t0 = prof_now();
+		while (prof_now() - t0 < s->us * 1e-6 * (double)(1 + u % 3)) PAUSE();
+	}
+}
+void k_spin_pass(int units, double us) {
+	struct spin s = {us};
+	run((size_t)units, t_spin, &s);
 }
 
 // A layer's kernels to and from Winograd's space, a block of outputs by

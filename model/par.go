@@ -185,6 +185,10 @@ func winoLevel(most int) int {
 	return int(C.k_wino_level(C.int(most)))
 }
 
+// spinPass runs one real pass of units units on the pool, unit u spinning
+// (1 + u%3) * us microseconds (par.c's k_spin_pass).
+func spinPass(units int, us float64) { C.k_spin_pass(C.int(units), C.double(us)) }
+
 // simCheck runs one simulated pass of units units on t threads, unit u
 // spinning (1 + u%3) * us microseconds (par.c's k_sim_check): how many
 // times each unit ran, which simulated thread ran it, the longest unit,

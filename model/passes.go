@@ -23,11 +23,19 @@ import (
 // (the pass's tail). Work is the units' time on one thread, where it is
 // known: a pass run on the caller alone, and a simulated one
 // (SimulateThreads), whose Total is its time at the simulated count.
+// Busy is every thread's time in its chunks, summed over the threads
+// (the units' time on one thread, for a pass run on one), and Late the
+// workers' delays from the pass's start to their first chunk, summed
+// over the Workers that took part (the threads but the caller): the
+// two parts of Wait that a thread count can change, work that grew
+// and threads that came late (par.c's ptimes).
 type Pass struct {
 	Task              string
 	Units             int
 	Count             int
 	Total, Wait, Work time.Duration
+	Busy, Late        time.Duration
+	Workers           int
 }
 
 // ProfilePasses empties the pass profile and turns it on or off; call
@@ -49,12 +57,14 @@ func Passes() []Pass {
 		var fn unsafe.Pointer
 		var units C.size_t
 		var n C.ulong
-		var total, wait, work C.double
-		if C.k_pass_profile_entry(C.int(i), &fn, &units, &n, &total, &wait, &work) == 0 {
+		var total, wait, work, late, busy C.double
+		var workers C.ulong
+		if C.k_pass_profile_entry(C.int(i), &fn, &units, &n, &total, &wait, &work, &late, &busy, &workers) == 0 {
 			break
 		}
-		out = append(out, Pass{Units: int(units), Count: int(n), Total: time.Duration(float64(total) * 1e9),
-			Wait: time.Duration(float64(wait) * 1e9), Work: time.Duration(float64(work) * 1e9)})
+		sec := func(s C.double) time.Duration { return time.Duration(float64(s) * 1e9) }
+		out = append(out, Pass{Units: int(units), Count: int(n), Total: sec(total), Wait: sec(wait), Work: sec(work),
+			Busy: sec(busy), Late: sec(late), Workers: int(workers)})
 		addrs = append(addrs, uintptr(fn))
 	}
 	names := symbolize(addrs)

@@ -95,6 +95,46 @@ func TestPassProfile(t *testing.T) {
 	}
 }
 
+// TestPassThreadTimes: each thread of a pass times its own chunks. Real
+// passes whose units spin a known time: the threads' summed time in their
+// chunks (Busy) holds every unit's spin and fits in threads x the pass's
+// time; each worker's delay to its first chunk (Late) lies within the
+// pass, one per worker that took part. On one thread a pass is the
+// caller's alone: Busy is its time, and no worker is late.
+func TestPassThreadTimes(t *testing.T) {
+	defer SetThreads(1)
+	defer ProfilePasses(false)
+	const units, us, passes = 12, 400.0, 3
+	spin := time.Duration(passes * units / 3 * (1 + 2 + 3) * us * float64(time.Microsecond)) // every unit's spin
+	for _, threads := range []int{4, 1} {
+		if got := SetThreads(threads); got != threads {
+			t.Fatalf("SetThreads(%d) gave %d threads", threads, got)
+		}
+		ProfilePasses(true)
+		for range passes {
+			spinPass(units, us)
+		}
+		ps := Passes()
+		ProfilePasses(false)
+		if len(ps) != 1 || ps[0].Units != units || ps[0].Count != passes {
+			t.Fatalf("%d threads: profile %+v, want one entry of %d passes of %d units", threads, ps, passes, units)
+		}
+		p := ps[0]
+		if want := passes * (threads - 1); p.Workers != want {
+			t.Errorf("%d threads: %d workers over the passes, want %d", threads, p.Workers, want)
+		}
+		if !(p.Busy >= spin && p.Busy <= time.Duration(threads)*p.Total) {
+			t.Errorf("%d threads: busy %v, want at least the units' spin %v and at most %d x the passes' %v", threads, p.Busy, spin, threads, p.Total)
+		}
+		if !(p.Late >= 0 && p.Late <= time.Duration(p.Workers)*p.Total) {
+			t.Errorf("%d threads: late %v over %d workers, want within the passes' %v each", threads, p.Late, p.Workers, p.Total)
+		}
+		if threads == 1 && (p.Busy != p.Total || p.Late != 0) {
+			t.Errorf("one thread: busy %v of %v, late %v: want the pass's own time, and none late", p.Busy, p.Total, p.Late)
+		}
+	}
+}
+
 // TestSimulateThreads: a simulated pass runs every unit once, on the
 // simulated threads, each thread starting on its own share as the pool
 // does, and its time at T threads lies between the bounds any schedule
