@@ -25,7 +25,11 @@
 #   scale8     the same at T = 8
 #   passes16   train bench step --passes at 1 and 16 threads, ResNet-20 (at
 #              batch 64 and 256) and the GPT: where the 16 threads' time
-#              goes, pass by pass, and each pass's tail spent waiting
+#              goes, pass by pass, each pass's tail spent waiting, the
+#              threads' summed time in their chunks (busy) and how late the
+#              workers started (late)
+#   pool       the pool's own cost a pass at 1 to 16 threads (model.test's
+#              BenchmarkPass: passes whose units do nothing; seconds)
 #   amx16      --gemm amx against blas, A B A B, 2 rounds: the GPT at 16
 #              threads, at 1, and at np=2 with 1 each; ResNet-20 at 16
 #              (model/gemm_amx.c: this project's 2-vCPU Emerald Rapids VM
@@ -40,9 +44,10 @@
 #              and its logs in $OUT/gpu/gpu-logs.tgz
 #
 # The next device run, as planned (carry .gpu; one command of at most 600 s,
-# the parts in this order fit 570 s of limits), then torch16 if the
-# session's device time allows:
-#   scripts/bench/many-cores.sh run probe amx16 passes16 scale16
+# the parts in this order fit 480 s of limits), then torch16 and torch2 if
+# the session's device time allows (amx16, scale8 and allreduce ran on
+# 2026-11-30, docs/cores/2026-11-30-730015f.md):
+#   scripts/bench/many-cores.sh run probe pool passes16 scale16
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=$PWD/.gpu
@@ -63,6 +68,9 @@ pack)
 	rm -rf "$bin/kjv" && cp -r "$tokens" "$bin/kjv" || exit 1
 	# AMX's rate on data against the FMA units', round by round (probe).
 	gcc -O2 -march=sapphirerapids scripts/bench/amx-swing.c -o "$bin/amx-swing" || exit 1
+	# The pool's own cost a pass (part pool): the model package's tests,
+	# run there for its benchmark alone.
+	go test -c -trimpath -ldflags='-s -w' -o "$bin/model.test" ./model || exit 1
 	du -sh "$bin"
 	exit 0
 	;;
@@ -102,6 +110,7 @@ part() {
 			"${mpi[@]}" -np "$np" "$bin/train" bench allreduce -b 1M -e 256M -f 4 -n 10 -w 3
 		done
 		;;
+	pool) "$bin/model.test" -test.run '^$' -test.bench BenchmarkPass -test.benchtime 20000x ;;
 	scale16) SCALE_ONLY=1 scripts/bench/cpu-vs-torch.sh 3 "$bin/kjv" 16 ;;
 	scale8) SCALE_ONLY=1 scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 8 ;;
 	passes16)
@@ -149,7 +158,7 @@ part() {
 	*) echo "many-cores.sh: unknown part $1" ;;
 	esac
 }
-declare -A limit=([probe]=60 [amx16]=150 [allreduce]=120 [scale16]=180 [scale8]=120 [passes16]=180 [torch2]=150 [torch16]=150 [gpucheck]=240)
+declare -A limit=([probe]=60 [pool]=60 [amx16]=150 [allreduce]=120 [scale16]=180 [scale8]=120 [passes16]=180 [torch2]=150 [torch16]=150 [gpucheck]=240)
 # timeout runs each part in a child bash: export the function's needs.
 export -f part
 export bin lib out
