@@ -1944,11 +1944,19 @@ void k_spin_pass(int units, double us) {
 // ResNet-20 step, with the pool's other thread waiting; by blocks of
 // outputs alone, a 64-channel layer's were 4 units, which 16 threads ran
 // 3.4 times faster than one, `--simulate-threads 16`). Blocks are
-// WINO_BLOCK by WINO_BLOCK, halved (inputs first, down to WK_LEAST) while
-// there are fewer than the threads: in blocks of 16 by 16, a 32-channel
-// layer's 4 units ran 2.7 to 3.0 times faster at 16 threads than on one,
-// and a 16-channel layer's gradient was 1 unit. Each kernel's transform
-// is its own: the cut changes no bits.
+// WINO_BLOCK by WINO_BLOCK, halved (down to WK_LEAST) while there are
+// fewer than the threads: in blocks of 16 by 16, a 32-channel layer's 4
+// units ran 2.7 to 3.0 times faster at 16 threads than on one, and a
+// 16-channel layer's gradient was 1 unit. Each kernel's transform is its
+// own: the cut changes no bits.
+// A block is halved across the dimension its writes run along first, so
+// that it keeps WINO_BLOCK floats, a cache line, along it: the forward's
+// U (points, c, o) runs along the outputs, the input gradient's U
+// (points, o, c in its own terms) and the weight gradient's dwt (o, 3, 3,
+// c) along the inputs. Halved in turn, a 32-channel layer's blocks at 16
+// threads were 8 by 8, two threads writing every line of U; on the
+// 16-core machine (2026-11-30) the kernels' transforms did 12 times one
+// thread's work at 16 threads (`--passes`), 7 times for the gradient's.
 #define WK_LEAST 4
 struct wk {
 	float *u, *dwt, *parts, *dw;
@@ -1964,15 +1972,27 @@ struct wk {
 // blocks of inputs.
 static size_t wk_blocks(const struct wk *k) { return (k->o + k->bo - 1) / k->bo * ((k->c + k->bc - 1) / k->bc); }
 
-// wk_cut sets the blocks' sizes for the pool's threads (above).
-static void wk_cut(struct wk *k) {
+// wk_cut sets the blocks' sizes for T threads (the pool's; above): a
+// block's writes run along its outputs (the forward's U) or, when
+// along_inputs, its inputs (the input gradient's U, the weight
+// gradient's dwt), and the other side is halved first.
+static void wk_cut(struct wk *k, int along_inputs, int T) {
 	k->bo = k->bc = WINO_BLOCK;
-	while (wk_blocks(k) < (size_t)nthreads && (k->bo > WK_LEAST || k->bc > WK_LEAST)) {
-		if (k->bc >= k->bo && k->bc > WK_LEAST)
-			k->bc /= 2;
+	size_t *first = along_inputs ? &k->bo : &k->bc, *then = along_inputs ? &k->bc : &k->bo;
+	while (wk_blocks(k) < (size_t)T && (k->bo > WK_LEAST || k->bc > WK_LEAST)) {
+		if (*first > WK_LEAST)
+			*first /= 2;
 		else
-			k->bo /= 2;
+			*then /= 2;
 	}
+}
+
+// k_wk_cut is wk_cut's blocks for o outputs and c inputs at T threads (a
+// test's check of the cut).
+void k_wk_cut(size_t o, size_t c, int along_inputs, int T, size_t *bo, size_t *bc) {
+	struct wk k = {.o = o, .c = c};
+	wk_cut(&k, along_inputs, T);
+	*bo = k.bo, *bc = k.bc;
 }
 
 // wk_unit is unit u's outputs [*p0, *p1) and inputs [*c0, *c1).
@@ -2146,7 +2166,7 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	float *u = keep(&ukern, nu * sizeof(float));
 	struct wk k = {
 	    .u = u, .w = w, .wt = wt, .o = flip ? s->c : s->o, .c = flip ? s->o : s->c, .flip = flip, .plan = &plan};
-	wk_cut(&k);
+	wk_cut(&k, flip, nthreads);
 	run(wk_blocks(&k), t_wino_weights, &k);
 	cv.w = u;
 	if (wide(parts)) {
@@ -2204,7 +2224,7 @@ void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float 
 		run(units, t_wino_dw, &cv);
 	sum_first(cv.parts, units, K);
 	struct wk k = {.dwt = dwt, .dw = dw, .parts = cv.parts, .o = s->o, .c = s->c, .plan = &plan};
-	wk_cut(&k);
+	wk_cut(&k, 1, nthreads);
 	run(wk_blocks(&k), t_wino_weights_grad, &k);
 }
 

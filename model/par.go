@@ -185,6 +185,19 @@ func winoLevel(most int) int {
 	return int(C.k_wino_level(C.int(most)))
 }
 
+// wkCut is the blocks (outputs by inputs) a layer's kernels' transforms
+// are cut into for o outputs and c inputs at t threads, their writes
+// running along the inputs when alongInputs (par.c's k_wk_cut).
+func wkCut(o, c int, alongInputs bool, t int) (bo, bc int) {
+	a := C.int(0)
+	if alongInputs {
+		a = 1
+	}
+	var x, y C.size_t
+	C.k_wk_cut(C.size_t(o), C.size_t(c), a, C.int(t), &x, &y)
+	return int(x), int(y)
+}
+
 // spinPass runs one real pass of units units on the pool, unit u spinning
 // (1 + u%3) * us microseconds (par.c's k_spin_pass).
 func spinPass(units int, us float64) { C.k_spin_pass(C.int(units), C.double(us)) }

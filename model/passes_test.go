@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -206,4 +207,43 @@ func TestSimulatedSameBits(t *testing.T) {
 		t.Errorf("simulated passes: %v on one thread, %v at 16: want 0 < at 16 < on one", work, at)
 	}
 	sameConvBits(t, "", "simulating 16 threads", [3][]float32{y1, dx1, dw1}, [3][]float32{y16, dx16, dw16})
+}
+
+// TestWinoWeightBlocks: the kernels' transforms are cut into blocks of
+// outputs by inputs of 16, 8 or 4, enough for the threads where the
+// layer has them, and a block keeps 16 floats (a cache line) along the
+// dimension its writes run along until the other side is down to 4:
+// two threads writing one line of the transformed kernels was what the
+// 16-core machine's 12-fold transforms pointed at. Not cut finer than
+// the threads need: doubling a side halved below 16 leaves too few blocks.
+func TestWinoWeightBlocks(t *testing.T) {
+	blocks := func(o, c, bo, bc int) int { return (o + bo - 1) / bo * ((c + bc - 1) / bc) }
+	for _, along := range []bool{false, true} {
+		for _, o := range []int{16, 32, 48, 64, 128, 256} {
+			for _, c := range []int{16, 32, 64, 512} {
+				for T := 1; T <= 64; T++ {
+					bo, bc := wkCut(o, c, along, T)
+					name := fmt.Sprintf("along inputs %v, %d x %d at %d threads: blocks %d x %d", along, o, c, T, bo, bc)
+					for _, b := range []int{bo, bc} {
+						if b != 4 && b != 8 && b != 16 {
+							t.Fatalf("%s: a side not 4, 8 or 16", name)
+						}
+					}
+					if n, most := blocks(o, c, bo, bc), blocks(o, c, 4, 4); n < min(T, most) {
+						t.Errorf("%s: %d blocks for %d threads (at most %d)", name, n, T, most)
+					}
+					written, other := bo, bc
+					if along {
+						written, other = bc, bo
+					}
+					if written < 16 && other != 4 {
+						t.Errorf("%s: the side the writes run along halved before the other", name)
+					}
+					if bo < 16 && blocks(o, c, 2*bo, bc) >= T || bc < 16 && blocks(o, c, bo, 2*bc) >= T {
+						t.Errorf("%s: cut finer than %d threads need", name, T)
+					}
+				}
+			}
+		}
+	}
 }
