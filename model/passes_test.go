@@ -25,8 +25,12 @@ func TestPassProfile(t *testing.T) {
 	}
 	a, b, c := make([]float32, 512*256), make([]float32, 256*256), make([]float32, 512*256)
 	sgemm(false, false, 8, 8, 8, 1, a, 256, b, 256, 0, c, 256) // one call
-	const serial = 30 * time.Millisecond
-	time.Sleep(serial)                                               // the caller's serial work between two passes
+	// The caller's serial work between two passes: far longer than
+	// poolCheck's own pauses (0 to 300 us each) can grow under load (in a
+	// fresh root's suite, ten of them summed to 38 ms against a 30 ms
+	// sleep here).
+	const serial = 250 * time.Millisecond
+	time.Sleep(serial)
 	sgemm(false, false, 512, 256, 256, 1, a, 256, b, 256, 0, c, 256) // 5 parts of 96 to 128 rows at 5 threads
 	passes := Passes()
 	// The gaps: 42 passes, 41 gaps between them, the sleep's the longest,
