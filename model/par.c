@@ -864,6 +864,15 @@ void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n) {
 // LN_COLS: the columns of a part of a column pass, a cache line of floats.
 #define LN_COLS 16
 
+// spread is the chunk of units that gives each of the pool's threads
+// one, for passes whose units are rows of a small weight permuted or
+// added elementwise (the same bits at any cut): serial on the caller
+// they were tens of microseconds a layer ahead of every thread.
+static size_t spread(size_t units) {
+	size_t T = (size_t)nthreads;
+	return T > 1 ? (units + T - 1) / T : units;
+}
+
 // cols_pass runs fn over the LN_COLS-column units of C columns, one
 // contiguous chunk of them a thread. A unit alone read one cache line of
 // every row, C floats apart: a page a row for the MLP's 1,536-wide
@@ -873,8 +882,8 @@ void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n) {
 // floats of each row. Each column is still summed over the rows in row
 // order, so any cut gives the same bits.
 static void cols_pass(size_t C, task_fn fn, void *ctx) {
-	size_t units = (C + LN_COLS - 1) / LN_COLS, T = (size_t)nthreads;
-	run_chunks(units, T > 1 ? (units + T - 1) / T : units, fn, ctx);
+	size_t units = (C + LN_COLS - 1) / LN_COLS;
+	run_chunks(units, spread(units), fn, ctx);
 }
 
 struct ln {
@@ -1559,14 +1568,22 @@ static size_t pair_share(const struct pair *q, size_t u) {
 	return s;
 }
 
+// pair_unit is the product unit u runs: the first's part *i (0) or the
+// second's unit *i (1); each share's first unit is the first's part.
+static int pair_unit(const struct pair *q, size_t u, size_t *i) {
+	size_t s = pair_share(q, u);
+	if (u == s * q->units / q->x.parts) return *i = s, 0;
+	return *i = u - s - 1, 1;
+}
+
 static void t_gemm_pair(void *p, size_t lo, size_t hi, int w) {
 	struct pair *q = p;
 	for (size_t u = lo; u < hi; u++) {
-		size_t s = pair_share(q, u);
-		if (u == s * q->units / q->x.parts)
-			t_gemm_rows(&q->x, s, s + 1, w);
+		size_t i;
+		if (pair_unit(q, u, &i) == 0)
+			t_gemm_rows(&q->x, i, i + 1, w);
 		else
-			t_gemm_rows(&q->y, u - s - 1, u - s, w);
+			t_gemm_rows(&q->y, i, i + 1, w);
 	}
 }
 
@@ -1596,9 +1613,7 @@ void k_sgemm_pair(struct k_gemm x, struct k_gemm y) {
 void k_pair_unit(size_t xparts, size_t yunits, size_t u, int *which, size_t *i) {
 	struct pair q = {.units = xparts + yunits};
 	q.x.parts = xparts;
-	size_t s = pair_share(&q, u);
-	*which = u != s * q.units / xparts;
-	*i = *which ? u - s - 1 : s;
+	*which = pair_unit(&q, u, i);
 }
 
 // ---- convolution: parts of the batch, each im2col + SGEMM in cache ----
@@ -1912,12 +1927,19 @@ struct simck {
 	int *runs, *who;
 	double us, longest;
 };
+// spin_unit spins unit u's (1 + u % 3) * us microseconds and returns
+// the seconds it took (the tests' passes of known work).
+static double spin_unit(size_t u, double us) {
+	double t0 = prof_now(), t;
+	while ((t = prof_now() - t0) < us * 1e-6 * (double)(1 + u % 3)) PAUSE();
+	return t;
+}
+
 static void t_sim_check(void *p, size_t lo, size_t hi, int w) {
 	struct simck *k = p;
 	for (size_t u = lo; u < hi; u++) {
-		double t0 = prof_now(), t;
 		k->runs[u]++, k->who[u] = w;
-		while ((t = prof_now() - t0) < k->us * 1e-6 * (double)(1 + u % 3)) PAUSE();
+		double t = spin_unit(u, k->us);
 		if (t > k->longest) k->longest = t;
 	}
 }
@@ -1942,10 +1964,7 @@ struct spin {
 static void t_spin(void *p, size_t lo, size_t hi, int w) {
 	struct spin *s = p;
 	(void)w;
-	for (size_t u = lo; u < hi; u++) {
-		double t0 = prof_now();
-		while (prof_now() - t0 < s->us * 1e-6 * (double)(1 + u % 3)) PAUSE();
-	}
+	for (size_t u = lo; u < hi; u++) spin_unit(u, s->us);
 }
 void k_spin_pass(int units, double us) {
 	struct spin s = {us};
@@ -2076,15 +2095,6 @@ static void add_weights(float *dw, const float *g, size_t o0, size_t o1, size_t 
 		for (size_t ch = c0; ch < c1; ch++)
 			for (size_t ij = 0; ij < kk; ij++) dst[ch * kk + ij] += src[ij * c + ch];
 	}
-}
-
-// spread is the chunk of units that gives each of the pool's threads
-// one, for passes whose units are rows of a small weight permuted or
-// added elementwise (the same bits at any cut): serial on the caller
-// they were tens of microseconds a layer ahead of every thread.
-static size_t spread(size_t units) {
-	size_t T = (size_t)nthreads;
-	return T > 1 ? (units + T - 1) / T : units;
 }
 
 // aw: add_weights of all of a gradient's inputs, outputs [lo, hi) a
