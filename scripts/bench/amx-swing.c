@@ -24,16 +24,18 @@
 //   gcc -O2 -march=sapphirerapids scripts/bench/amx-swing.c -o /tmp/amx-swing
 //   /tmp/amx-swing [ROUNDS [PANEL]]
 //
-// On the 2-vCPU Emerald Rapids VM (family 6 model 207; 40th session, 40
-// rounds in 2 runs): fma12 225 to 255 GFLOP/s in every round but one
-// (165); AMX on data in two states that change within a second: in 14
-// fast rounds the kernel 1,600 to 2,160 GFLOP/s of bf16, 0.85 to 1.0 of
-// chain4 (270 to 360 float32 GFLOP/s: 1.1 to 1.5x the FMA peak); in most
-// others 360 to 710 (60 to 120 float32: under half the FMA peak), with
-// chain4 and the probe about halved too, and a few between. Zeros 1,400
-// to 2,440. k1x5 is slower in both states (1,150 to 1,710; 320 to 520).
-// So the swing is the unit's, on data, while the FMA units hold: not the
-// kernel's loads or its four chains.
+// On the 2-vCPU Emerald Rapids VM (family 6 model 207; 43rd session, 40
+// rounds, fma12 as mended below): fma12 140 to 178 GFLOP/s (the core's
+// peak: 172 to 176 by scripts/bench/machine-probe.sh); AMX on data in two
+// states that change within a second: in 22 fast rounds the kernel 1,535
+// to 2,227 GFLOP/s of bf16 (255 to 370 float32 GFLOP/s: 1.45 to 2.1x the
+// FMA peak), mostly 0.85 to 1.0 of chain4; in the 18 others 586 to 706
+// (98 to 118 float32: 0.55 to 0.67 of it), with chain4 and the probe
+// about halved too. fma12 averaged 156 in the slow rounds and 171 in the
+// fast: the FMA units dip a tenth while AMX halves. Zeros 1,547 to
+// 2,611. k1x5 is slower in both states. So the swing is the AMX unit's,
+// on data: not the kernel's loads or its four chains. (The 40th to 42nd
+// sessions' fma12 figures, 225 to 290, came from the unmended fma12.)
 
 // model/gemm_amx.c itself, for its kernel (static there), with the two
 // pool calls it makes stubbed: one thread.
@@ -88,11 +90,18 @@ NOINLINE static double chain4(long n) {
 }
 
 // fma: 12 independent chains of AVX-512 FMAs (the FMA units' peak, what
-// OpenBLAS's SGEMM runs on), for the same round's float32 rate.
+// OpenBLAS's SGEMM runs on), for the same round's float32 rate. The
+// empty asm statements make each chain opaque to the compiler: without
+// them GCC saw that the chains starting from the same value stay equal
+// and kept two (a0 and a1), so the loop ran 2 dependent FMAs where the
+// rate counted 12: 1.5 times the real peak on this VM (the 40th to 42nd
+// sessions' "fma12" figures).
 NOINLINE static double fma12(long n) {
 	__m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-3f);
 	__m512 a0 = x, a1 = y, a2 = x, a3 = y, a4 = x, a5 = y, a6 = x, a7 = y, a8 = x, a9 = y, a10 = x, a11 = y;
 	for (long i = 0; i < n; i++) {
+		__asm__("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+		__asm__("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
 		a0 = _mm512_fmadd_ps(a0, x, y), a1 = _mm512_fmadd_ps(a1, x, y), a2 = _mm512_fmadd_ps(a2, x, y);
 		a3 = _mm512_fmadd_ps(a3, x, y), a4 = _mm512_fmadd_ps(a4, x, y), a5 = _mm512_fmadd_ps(a5, x, y);
 		a6 = _mm512_fmadd_ps(a6, x, y), a7 = _mm512_fmadd_ps(a7, x, y), a8 = _mm512_fmadd_ps(a8, x, y);
