@@ -25,9 +25,23 @@ func TestAMXSgemm(t *testing.T) {
 		t.Skipf("AMX path not testable here: %v", err)
 	}
 	defer UseAMX(false)
+	shapes := [][3]int{{1, 1, 1}, {17, 33, 5}, {33, 17, 65}, {100, 300, 384}, {64, 70, 800}, {1030, 40, 70}, {40, 600, 50}, {16, 16, 32}, {31, 257, 385}, {5500, 40, 70}, {40, 5500, 40}, {3, 4, 0}}
+	checkSgemmPath(t, shapes, func(int) float64 { return 0x1p-22 }, nil)
+}
+
+// checkSgemmPath checks the products k_sgemm1 now makes (a --gemm path
+// turned on by the caller) against float64 sums, in the four
+// transpositions, with leading dimensions wider than the rows and alpha
+// and beta other than 0 and 1: each element within rel(k) times the sum
+// of its terms' sizes (and beta C's). Then the same products through the
+// pool at 3 threads, rows cut by skewed speeds, and in one call of
+// k_sgemm1 on the caller, must give the one-thread bits, and so must
+// every cut in cuts (rows or columns, any offset) made as separate calls.
+// Columns past n must not change.
+func checkSgemmPath(t *testing.T, shapes [][3]int, rel func(k int) float64, cuts func(m, n int) [][4]int) {
+	t.Helper()
 	defer SetThreads(1)
 	rng := rand.New(rand.NewPCG(7, 8))
-	shapes := [][3]int{{1, 1, 1}, {17, 33, 5}, {33, 17, 65}, {100, 300, 384}, {64, 70, 800}, {1030, 40, 70}, {40, 600, 50}, {16, 16, 32}, {31, 257, 385}, {5500, 40, 70}, {40, 5500, 40}, {3, 4, 0}}
 	for _, sh := range shapes {
 		m, n, k := sh[0], sh[1], sh[2]
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
@@ -85,7 +99,7 @@ func TestAMXSgemm(t *testing.T) {
 						for i := range m {
 							for j := range n {
 								want := float64(alpha)*sum[i*n+j] + float64(beta)*float64(c0[i*ldc+j])
-								bound := math.Ldexp(math.Abs(float64(alpha))*size[i*n+j]+math.Abs(float64(beta)*float64(c0[i*ldc+j])), -22)
+								bound := rel(k) * (math.Abs(float64(alpha))*size[i*n+j] + math.Abs(float64(beta)*float64(c0[i*ldc+j])))
 								got := float64(c[i*ldc+j])
 								if !(math.Abs(got-want) <= bound) {
 									t.Fatalf("%s: C[%d][%d] = %v, want %v (within %.3g)", name, i, j, got, want, bound)
@@ -103,6 +117,28 @@ func TestAMXSgemm(t *testing.T) {
 						if math.Float32bits(c[i]) != math.Float32bits(one[i]) {
 							t.Fatalf("%s: %d threads (0: one call of k_sgemm1): element %d is %v, %v at one thread", name, threads, i, c[i], one[i])
 						}
+					}
+				}
+				if cuts == nil || k == 0 {
+					continue
+				}
+				// Each cut: rows [r0, r1) and columns [q0, q1) as a call of
+				// their own on the caller.
+				c := append([]float32(nil), c0...)
+				for _, cut := range cuts(m, n) {
+					r0, r1, q0, q1 := cut[0], cut[1], cut[2], cut[3]
+					ao, bo := r0*lda, q0
+					if ta {
+						ao = r0
+					}
+					if tb {
+						bo = q0 * ldb
+					}
+					sgemmOne(ta, tb, r1-r0, q1-q0, k, alpha, a[ao:], lda, b[bo:], ldb, beta, c[r0*ldc+q0:], ldc)
+				}
+				for i := range c {
+					if math.Float32bits(c[i]) != math.Float32bits(one[i]) {
+						t.Fatalf("%s: cut into %v: element %d (row %d) is %v, %v in one call", name, cuts(m, n), i, i/ldc, c[i], one[i])
 					}
 				}
 			}

@@ -52,6 +52,12 @@ void k_embed_backward_par(float *dwte, float *dwpe, const float *dy, const float
 int k_set_cpus(int n);
 int k_set_threads(int n);
 void k_set_sgemm(void *f);
+// Float32 products of our own on the AVX-512 FMA units (gemm_avx512.c).
+int k_avx512_enable(int on);
+int k_avx512_on(void);
+int k_sgemm_avx512(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
+                   const float *b, size_t ldb, float beta, float *c, size_t ldc);
+
 // AMX float32 products (gemm_amx.c).
 int k_amx_enable(int on);
 int k_amx_on(void);

@@ -36,7 +36,8 @@
 #define PAUSE() ((void)0)
 #endif
 
-// ---- SGEMM: OpenBLAS's cblas_sgemm when loaded, else a plain loop ----
+// ---- SGEMM: OpenBLAS's cblas_sgemm when loaded, else a plain loop (or
+// --gemm's: gemm_amx.c, gemm_avx512.c) ----
 
 typedef void (*sgemm_fn)(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a,
                          int lda, const float *b, int ldb, float beta, float *c, int ldc);
@@ -68,6 +69,7 @@ void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const f
               const float *b, size_t ldb, float beta, float *c, size_t ldc) {
 	if (m == 0 || n == 0) return;
 	if (k_amx_on() && k_sgemm_amx(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0) return;
+	if (k_avx512_on() && k_sgemm_avx512(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0) return;
 	if (blas)
 		blas(101, ta ? 112 : 111, tb ? 112 : 111, (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb,
 		     beta, c, (int)ldc);

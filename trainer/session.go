@@ -537,6 +537,13 @@ func (s *Session) loadBLAS() (string, error) {
 	if amx {
 		conv += "; products: AMX, a float as three bf16, six tile products summed in float (--gemm amx)"
 	}
+	own := s.Cfg.Device.Gemm == "avx512"
+	if err := model.UseAVX512(own); err != nil {
+		return "", fmt.Errorf("--gemm avx512: %v: use --gemm blas", err)
+	}
+	if own {
+		conv += "; products: our own AVX-512 SGEMM (--gemm avx512)"
+	}
 	lib := s.Cfg.Device.OpenBLAS
 	if lib == "none" {
 		return fmt.Sprintf("blas: none, plain C loops (--openblas none), %d thread(s) per rank%s", threads, conv), nil

@@ -146,10 +146,10 @@ func (d *DeviceOptions) Validate() error {
 		return fmt.Errorf("--threads %d: at most %d per rank (0: the cores this rank may use)", d.Threads, model.MaxThreads)
 	case d.Device == CPU && d.Precision != "" && d.Precision != "fp32":
 		return fmt.Errorf("--precision %s is for --device cuda; the CPU path computes in fp32", d.Precision)
-	case !slices.Contains([]string{"", "blas", "amx"}, d.Gemm):
-		return fmt.Errorf("--gemm %q: choose blas or amx", d.Gemm)
-	case d.Device == CUDA && d.Gemm == "amx":
-		return fmt.Errorf("--gemm amx is for the CPU path; --device cuda multiplies on the GPU")
+	case !slices.Contains([]string{"", "blas", "amx", "avx512"}, d.Gemm):
+		return fmt.Errorf("--gemm %q: choose blas, amx or avx512", d.Gemm)
+	case d.Device == CUDA && (d.Gemm == "amx" || d.Gemm == "avx512"):
+		return fmt.Errorf("--gemm %s is for the CPU path; --device cuda multiplies on the GPU", d.Gemm)
 	case !slices.Contains([]string{"auto", "ipc", "host"}, d.GPURing):
 		return fmt.Errorf("--gpu-ring %q: choose auto, ipc or host", d.GPURing)
 	}

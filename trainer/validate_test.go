@@ -99,7 +99,8 @@ func TestValidate(t *testing.T) {
 		{"threads above the pool's", func(c *Config) { c.Device.Threads = 257 }, "--threads 257: at most 256"},
 		{"bf16 on the CPU", func(c *Config) { c.Device.Precision = "bf16" }, "--precision bf16 is for --device cuda"},
 		{"gpu ring", func(c *Config) { c.Device.GPURing = "nvlink" }, `--gpu-ring "nvlink"`},
-		{"gemm", func(c *Config) { c.Device.Gemm = "mkl" }, `--gemm "mkl": choose blas or amx`},
+		{"gemm", func(c *Config) { c.Device.Gemm = "mkl" }, `--gemm "mkl": choose blas, amx or avx512`},
+		{"gemm avx512 on cuda", func(c *Config) { c.Device.Device, c.Device.Gemm = CUDA, "avx512" }, "--gemm avx512 is for the CPU path"},
 		{"gemm amx on cuda", func(c *Config) { c.Device.Device, c.Device.Gemm = CUDA, "amx" }, "--gemm amx is for the CPU path"},
 		// observation and checkpoints
 		{"log every", func(c *Config) { c.Observe.LogEvery = 0 }, "--log-every 0"},
