@@ -45,6 +45,11 @@
 # bare machine's (machine-probe.sh). train keeps its buffers. The ratio
 # that counts is against the faster of the two.
 #
+# TRAIN_GEMM2=G adds, in every round, train again with --gemm G (the
+# order of the two train runs turning round by round), with its own
+# medians and round ratios: a --gemm path against the default, and both
+# against PyTorch, in one run.
+#
 # A run that exits non-zero (PyTorch's gloo sometimes aborts at exit with
 # "terminate called without an active exception") is run once more, and
 # the retry is printed.
@@ -90,10 +95,16 @@ run() {
 	[[ $np -eq 1 ]] && mpi+=(--bind-to none)
 	local unit=samples/s key=samples_per_s
 	[[ ${pargs[0]} == *torch_gpt.py ]] && unit=tokens/s key=tokens_per_s
-	local tt="" pt="" jt="" tr="" pr="" jr="" rr=""
+	local tt="" pt="" jt="" tr="" pr="" jr="" rr="" t2s="" rr2="" g2=${TRAIN_GEMM2:-} t2="" x2=""
 	echo "## $name: np $np, $threads thread(s) per rank"
 	for i in $(seq 1 "$rounds"); do
+		if [[ -n $g2 && $((i % 2)) -eq 0 ]]; then
+			t2=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads" --gemm "$g2" | awk -v u="$unit" '$1==u{print $2}')
+		fi
 		out0=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads")
+		if [[ -n $g2 && $((i % 2)) -eq 1 ]]; then
+			t2=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads" --gemm "$g2" | awk -v u="$unit" '$1==u{print $2}')
+		fi
 		t=$(awk -v u="$unit" '$1==u{print $2}' <<<"$out0")
 		r=$(awk '/^peak RSS per rank/{print $5}' <<<"$out0")
 		out=$(twice "${mpi[@]}" "$python" "${pargs[@]}" --threads "$threads")
@@ -109,18 +120,26 @@ run() {
 			/^# SGEMM/ { sub(/.*once: /, ""); g = $1 }
 			/^MFU/ { m = $2 }
 			END { if (m != "") printf "; of SGEMM 1024^3 (%s GFLOP/s per rank, same run): train %.2f, PyTorch %.2f, PyTorch+jemalloc %.2f", g, m, m*p/t, m*j/t }' <<<"$out0")
-		echo "round $i: train $t $unit (peak RSS $r MiB), PyTorch $p $unit (peak RSS $q MiB), PyTorch+jemalloc $j $unit (peak RSS $k MiB)$at"
+		[[ -n $g2 ]] && x2=", train --gemm $g2 $t2 $unit"
+		echo "round $i: train $t $unit (peak RSS $r MiB)$x2, PyTorch $p $unit (peak RSS $q MiB), PyTorch+jemalloc $j $unit (peak RSS $k MiB)$at"
 		tt+="$t " pt+="$p " jt+="$j " tr+="$r " pr+="$q " jr+="$k "
 		# The round's own ratio: train over the faster PyTorch of the same
 		# round (the machine drifts between rounds; a ratio within one is
 		# steadier than the ratio of the medians).
 		rr+="$(awk -v t="$t" -v p="$p" -v j="$j" 'BEGIN{printf "%.2f", t/(p>j?p:j)}') "
+		if [[ -n $g2 ]]; then
+			t2s+="$t2 "
+			rr2+="$(awk -v t="$t2" -v p="$p" -v j="$j" 'BEGIN{printf "%.2f", t/(p>j?p:j)}') "
+		fi
 	done
 	a=$(median <<<"$tt")
 	b=$(median <<<"$pt")
 	c=$(median <<<"$jt")
 	echo "median $unit: train $a, PyTorch $b, PyTorch+jemalloc $c; train/PyTorch $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.2f", a/b}'), train/(PyTorch+jemalloc) $(awk -v a="$a" -v b="$c" 'BEGIN{printf "%.2f", a/b}'); median peak RSS per rank (MiB): train $(median <<<"$tr"), PyTorch $(median <<<"$pr"), PyTorch+jemalloc $(median <<<"$jr")"
 	echo "rounds' train/(faster PyTorch): ${rr% }; median $(median <<<"$rr")"
+	if [[ -n $g2 ]]; then
+		echo "train --gemm $g2: median $(median <<<"$t2s") $unit, over train's $(awk -v a="$(median <<<"$t2s")" -v b="$a" 'BEGIN{printf "%.2f", a/b}'); rounds' train --gemm $g2/(faster PyTorch): ${rr2% }; median $(median <<<"$rr2")"
+	fi
 }
 
 echo "# $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, $rounds rounds, T=$T; PyTorch $("$python" -c 'import torch; print(torch.__version__)')"
