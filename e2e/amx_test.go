@@ -45,12 +45,7 @@ func TestGemmAMX(t *testing.T) {
 	data := bytesCorpus(t, dir)
 	flags := cpuFlags(t)
 	if !flags["amx_tile"] || !flags["amx_bf16"] {
-		r := trainRun(t, 0, time.Minute, nil, append(smallGPT(data), "--max-steps", "1", "--gemm", "amx")...)
-		lines := trainLines(r.stderr)
-		if r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], "--gemm amx: this CPU has no AMX-BF16") {
-			t.Errorf("--gemm amx without AMX: exit %d, lines %q", r.code, lines)
-		}
-		noTrace(t, r)
+		gemmRefused(t, data, "amx", "--gemm amx: this CPU has no AMX-BF16")
 		t.Logf("no amx_tile and amx_bf16 in /proc/cpuinfo: checked the refusal only")
 		return
 	}
@@ -65,6 +60,18 @@ func TestGemmAMX(t *testing.T) {
 		t.Fatalf("--gemm amx on an AMX CPU: exit %d\n%s", r.code, r.stderr)
 	}
 	checkGemmPath(t, dir, data, "amx", "products: AMX")
+}
+
+// gemmRefused: --gemm gemm on a CPU without it exits non-zero with one
+// line saying want, and no Go trace.
+func gemmRefused(t *testing.T, data, gemm, want string) {
+	t.Helper()
+	r := trainRun(t, 0, time.Minute, nil, append(smallGPT(data), "--max-steps", "1", "--gemm", gemm)...)
+	lines := trainLines(r.stderr)
+	if r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], want) {
+		t.Errorf("--gemm %s where the CPU lacks it: exit %d, lines %q", gemm, r.code, lines)
+	}
+	noTrace(t, r)
 }
 
 // checkGemmPath runs --gemm gemm where it is available: the log says so

@@ -44,10 +44,11 @@
 #include "kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "cpu_x86.h"
 
 #define AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
 
@@ -72,11 +73,7 @@ static int amx_state; // 0 not asked, 1 on, -1 not available
 // the tile state is asked of Linux apart, k_amx_enable).
 static int cpu_has_amx(void) {
 	unsigned a, b, c, d;
-	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1)) return 0; // OSXSAVE
-	unsigned lo, hi;
-	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-	if ((lo & 0xe6) != 0xe6) return 0;
-	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+	if (!os_avx512() || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
 	int tile = d >> 24 & 1, bf16 = d >> 22 & 1, f = b >> 16 & 1, bw = b >> 30 & 1;
 	if (!(tile && bf16 && f && bw)) return 0;
 	if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return 0;

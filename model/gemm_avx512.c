@@ -35,8 +35,9 @@
 #include "kernels.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
 #include <immintrin.h>
+
+#include "cpu_x86.h"
 
 #define AVX512 __attribute__((target("avx512f")))
 
@@ -58,12 +59,7 @@ static int state; // 0 off, 1 on, -1 not available
 // registers (XCR0's opmask and ZMM bits).
 static int cpu_has_avx512(void) {
 	unsigned a, b, c, d;
-	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c >> 27 & 1)) return 0; // OSXSAVE
-	unsigned lo, hi;
-	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-	if ((lo & 0xe6) != 0xe6) return 0;
-	if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-	return b >> 16 & 1;
+	return os_avx512() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 16 & 1);
 }
 
 // k_avx512_enable turns the path on or off: 0 done, 1 not this CPU.

@@ -26,27 +26,7 @@ static double now(void) {
 	return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-// fma12: 12 independent chains of AVX-512 FMAs, each made opaque to the
-// compiler by the empty asm statements (chains starting equal would be
-// merged), for the peak: 8 chains cover the FMA's latency on 2 units.
-AVX512 __attribute__((noinline)) static double fma12(long n) {
-	__m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-3f);
-	__m512 a0 = x, a1 = y, a2 = x, a3 = y, a4 = x, a5 = y, a6 = x, a7 = y, a8 = x, a9 = y, a10 = x, a11 = y;
-	for (long i = 0; i < n; i++) {
-		__asm__("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
-		__asm__("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
-		a0 = _mm512_fmadd_ps(a0, x, y), a1 = _mm512_fmadd_ps(a1, x, y), a2 = _mm512_fmadd_ps(a2, x, y);
-		a3 = _mm512_fmadd_ps(a3, x, y), a4 = _mm512_fmadd_ps(a4, x, y), a5 = _mm512_fmadd_ps(a5, x, y);
-		a6 = _mm512_fmadd_ps(a6, x, y), a7 = _mm512_fmadd_ps(a7, x, y), a8 = _mm512_fmadd_ps(a8, x, y);
-		a9 = _mm512_fmadd_ps(a9, x, y), a10 = _mm512_fmadd_ps(a10, x, y), a11 = _mm512_fmadd_ps(a11, x, y);
-	}
-	__m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-	                         _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-	s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-	volatile float sink = _mm512_reduce_add_ps(s);
-	(void)sink;
-	return 12.0 * 32 * n;
-}
+#include "fma12.h"
 
 static double fma_peak(void) {
 	double best = 0;
