@@ -37,6 +37,9 @@
 #              the GPU machine's cores are Emerald Rapids too). The
 #              comparisons with PyTorch take it too: TRAIN_GEMM=amx before
 #              `run torch2` (train reads its options from TRAIN_*).
+#   avx16      the same for --gemm avx512 against blas (model/gemm_avx512.c:
+#              1.04 to 1.07 times OpenBLAS on the GPT's shapes on one
+#              core of the VM; at 16 threads each thread packs its own B)
 #   torch2     cpu-vs-torch.sh's comparisons at T = 2 (np=1 with 2
 #              threads, np=2), ResNet-20 (Winograd) and the GPT
 #   torch16    the same at T = 16
@@ -44,9 +47,11 @@
 #              and its logs in $OUT/gpu/gpu-logs.tgz
 #
 # The next device run, as planned (carry .gpu; one command of at most 600 s,
-# the parts in this order fit 480 s of limits), then `run torch16 torch2`
-# (560 s: at 150 s each, on 2026-11-30, both were cut before their np=16
-# and np=2 workloads) if the session's device time allows (amx16, scale8
+# the parts in this order fit 480 s of limits), then, if the session's
+# device time allows, `TRAIN_GEMM2=avx512 scripts/bench/many-cores.sh run
+# avx16 torch2` (430 s: --gemm avx512 against blas, and both against
+# PyTorch 2.11 in one run; torch16 and torch2 were cut at 150 s each on
+# 2026-11-30 before their np=16 and np=2 workloads, now 280; amx16, scale8
 # and allreduce ran on 2026-11-30, docs/cores/2026-11-30-730015f.md):
 #   scripts/bench/many-cores.sh run probe pool passes16 scale16
 set -uo pipefail
@@ -133,35 +138,40 @@ part() {
 			"$bin/train" bench step "${a[@]}"
 		done
 		;;
-	amx16)
-		gpt=(--model gpt --data "$bin/kjv" --layers 6 --heads 6 --dim 384 --context 256 --batch-size 4 --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --warmup 1)
-		for round in 1 2; do
-			for run in "16 --steps 6" "1 --steps 3"; do
-				set -- $run
-				for g in blas amx; do
-					echo "## round $round: train bench step GPT --threads $1 $2 $3 --gemm $g"
-					"$bin/train" bench step "${gpt[@]}" --threads "$1" "$2" "$3" --gemm "$g" | grep -E '^(#.*blas|tokens/s|ms/step|peak)'
-				done
-			done
-			for g in blas amx; do
-				echo "## round $round: mpirun -np 2 train bench step GPT --threads 1 --steps 3 --gemm $g"
-				"${mpi[@]}" -np 2 "$bin/train" bench step "${gpt[@]}" --threads 1 --steps 3 --gemm "$g" | grep -E '^(tokens/s|ms/step|peak)'
-			done
-			for g in blas amx; do
-				echo "## round $round: train bench step ResNet-20 --threads 16 --gemm $g"
-				"$bin/train" bench step --model resnet --depth 20 --bn local --warmup 10 --steps 50 --threads 16 --gemm "$g" | grep -E '^(samples/s|ms/step|peak)'
-			done
-		done
-		;;
+	amx16) gemm_ab amx ;;
+	avx16) gemm_ab avx512 ;;
 	torch2) COMPARE_ONLY=1 WORKLOADS="winograd gpt" scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 2 ;;
 	torch16) COMPARE_ONLY=1 WORKLOADS="winograd gpt" scripts/bench/cpu-vs-torch.sh 2 "$bin/kjv" 16 ;;
 	gpucheck) OUT=$out/gpu scripts/gpu-check.sh run "$bin" ;;
 	*) echo "many-cores.sh: unknown part $1" ;;
 	esac
 }
-declare -A limit=([probe]=60 [pool]=60 [amx16]=150 [allreduce]=120 [scale16]=180 [scale8]=120 [passes16]=180 [torch2]=280 [torch16]=280 [gpucheck]=240)
+# gemm_ab G: --gemm G against blas, A B A B, 2 rounds: the GPT at 16
+# threads, at 1, and at np=2 with 1 each; ResNet-20 at 16.
+gemm_ab() {
+	local G=$1
+	gpt=(--model gpt --data "$bin/kjv" --layers 6 --heads 6 --dim 384 --context 256 --batch-size 4 --optimizer adamw --lr 6e-4 --beta2 0.95 --weight-decay 0.1 --warmup 1)
+	for round in 1 2; do
+		for run in "16 --steps 6" "1 --steps 3"; do
+			set -- $run
+			for g in blas "$G"; do
+				echo "## round $round: train bench step GPT --threads $1 $2 $3 --gemm $g"
+				"$bin/train" bench step "${gpt[@]}" --threads "$1" "$2" "$3" --gemm "$g" | grep -E '^(#.*blas|tokens/s|ms/step|peak)'
+			done
+		done
+		for g in blas "$G"; do
+			echo "## round $round: mpirun -np 2 train bench step GPT --threads 1 --steps 3 --gemm $g"
+			"${mpi[@]}" -np 2 "$bin/train" bench step "${gpt[@]}" --threads 1 --steps 3 --gemm "$g" | grep -E '^(tokens/s|ms/step|peak)'
+		done
+		for g in blas "$G"; do
+			echo "## round $round: train bench step ResNet-20 --threads 16 --gemm $g"
+			"$bin/train" bench step --model resnet --depth 20 --bn local --warmup 10 --steps 50 --threads 16 --gemm "$g" | grep -E '^(samples/s|ms/step|peak)'
+		done
+	done
+}
+declare -A limit=([probe]=60 [pool]=60 [amx16]=150 [avx16]=150 [allreduce]=120 [scale16]=180 [scale8]=120 [passes16]=180 [torch2]=280 [torch16]=280 [gpucheck]=240)
 # timeout runs each part in a child bash: export the function's needs.
-export -f part
+export -f part gemm_ab
 export bin lib out
 for p in "$@"; do
 	echo "== $p (at most ${limit[$p]:-60} s)"
