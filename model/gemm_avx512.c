@@ -12,9 +12,9 @@
 // The product: row-major C = alpha op(A) op(B) + beta C, C in tiles of
 // 12 rows by 32 columns (24 zmm accumulators: a row of B's panel is two
 // loads, A's 12 values are broadcast). Loops: k blocks (all of k up to
-// KMAX, else equal blocks of at most KBLK) > row blocks of A (MC) >
-// column blocks of B, packed, BBYTES of them to stay in L2 > A's 12 rows
-// (in L1) > B's 32-column panels, each tile's B prefetched PF rows ahead
+// KMAX, else equal blocks of at most KBLK) > row blocks of A (MC, where
+// A is packed) > column blocks of B, packed, BBYTES of them to stay in
+// L2 > A's 12 rows (in L1) > B's 32-column panels, each tile's B prefetched PF rows ahead
 // and its 24 lines of C asked for as it starts. A row-major is read in
 // place (its 12 rows are 12 streams); A transposed is packed a row of
 // A^T at a time, one page after another (packed a tile at a time, each
@@ -226,10 +226,13 @@ AVX512 int k_sgemm_avx512(int ta, int tb, size_t m, size_t n, size_t k, float al
 	}
 	size_t kb = kc_of(k), nb = BBYTES / (kb * sizeof(float)) / NR * NR;
 	if (nb < NR) nb = NR;
+	// Rows in blocks of MC only where A is packed (transposed); read in
+	// place, all of A's rows take each packed block of B, packed once.
+	size_t mb = ta ? MC : m;
 	for (size_t pc = 0; pc < k; pc += kb) {
 		size_t kc = k - pc < kb ? k - pc : kb;
-		for (size_t ic = 0; ic < m; ic += MC) {
-			size_t mc = m - ic < MC ? m - ic : MC;
+		for (size_t ic = 0; ic < m; ic += mb) {
+			size_t mc = m - ic < mb ? m - ic : mb;
 			if (ta) pack_at(pa, a, lda, ic, mc, pc, kc);
 			for (size_t jc = 0; jc < n; jc += nb) {
 				size_t nc = n - jc < nb ? n - jc : nb;
