@@ -98,13 +98,12 @@ run() {
 	local tt="" pt="" jt="" tr="" pr="" jr="" rr="" t2s="" rr2="" g2=${TRAIN_GEMM2:-} t2="" x2=""
 	echo "## $name: np $np, $threads thread(s) per rank"
 	for i in $(seq 1 "$rounds"); do
-		if [[ -n $g2 && $((i % 2)) -eq 0 ]]; then
-			t2=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads" --gemm "$g2" | awk -v u="$unit" '$1==u{print $2}')
-		fi
+		# second: train's rate with --gemm $g2, before train in even rounds
+		# and after it in odd ones.
+		second() { [[ -n $g2 && $((i % 2)) -eq $1 ]] && t2=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads" --gemm "$g2" | awk -v u="$unit" '$1==u{print $2}'); :; }
+		second 0
 		out0=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads")
-		if [[ -n $g2 && $((i % 2)) -eq 1 ]]; then
-			t2=$(twice "${mpi[@]}" "$train" bench step "${targs[@]}" --threads "$threads" --gemm "$g2" | awk -v u="$unit" '$1==u{print $2}')
-		fi
+		second 1
 		t=$(awk -v u="$unit" '$1==u{print $2}' <<<"$out0")
 		r=$(awk '/^peak RSS per rank/{print $5}' <<<"$out0")
 		out=$(twice "${mpi[@]}" "$python" "${pargs[@]}" --threads "$threads")
