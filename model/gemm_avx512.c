@@ -12,10 +12,17 @@
 // The product: row-major C = alpha op(A) op(B) + beta C, C in tiles of
 // 12 rows by 32 columns (24 zmm accumulators: a row of B's panel is two
 // loads, A's 12 values are broadcast). Loops: k blocks (all of k up to
-// KMAX, else equal blocks of at most KBLK) > row blocks of A (MC, where
-// A is packed) > column blocks of B, packed, BBYTES of them to stay in
-// L2 > A's 12 rows (in L1) > B's 32-column panels, each tile's B prefetched PF rows ahead
-// and its 24 lines of C asked for as it starts. A row-major is read in
+// KMAX, else equal blocks of at most KBLK) > chunks of B's columns, each
+// packed once (one L2 block of BBYTES where A is read in place, up to
+// BCHUNK where A is packed) > row blocks of A (all of A's rows where read
+// in place; MC where packed, each packed once a chunk) > the chunk's L2
+// blocks > A's 12 rows (in L1) > B's 32-column panels, each tile's B
+// prefetched PF rows ahead and its 24 lines of C asked for as it
+// starts. (The GPT's head gradient, 50,257 x 384 x 1,024 with A
+// transposed, packed B again for each 512-row block of A, a block 2 MB
+// past the Zen 5's 1 MB L2: 0.84 to 0.88 of OpenBLAS's rate; B packed
+// once, blocks of 128 rows: 0.98 to 1.01, scripts/bench/sgemm-avx512.c.)
+// A row-major is read in
 // place (its 12 rows are 12 streams); A transposed is packed a row of
 // A^T at a time, one page after another (packed a tile at a time, each
 // 12-row panel of the GPT's head gradient touched 1,024 pages); B
@@ -45,13 +52,16 @@
 #define NR 32          // columns of a tile: two zmm
 #define KMAX 1024      // k up to this: one block
 #define KBLK 768       // else equal blocks of at most this
-#define BBYTES (1 << 20) // a packed block of B
-#define MC 512         // rows of a block of A
+#define BBYTES (1 << 20) // a packed block of B (L2)
+#define BCHUNK (4 << 20) // a chunk of B packed once where A is packed
+#define MC 128         // rows of a block of A, where packed
 #define PF 16          // rows of B's panel prefetched ahead
 
-// Per thread: the packed A block (MC x KMAX, only for A transposed) and
-// B block; allocated on a thread's first product (~3 MB), kept.
+// Per thread: the packed A block (MC x KMAX, only for A transposed; 0.6
+// MB) and B's block or chunk (pb_n floats: 1 to 4 MB), allocated on a
+// thread's first product and grown, kept.
 static __thread float *pa, *pb;
+static __thread size_t pb_n;
 
 static int state; // 0 off, 1 on, -1 not available
 
@@ -210,15 +220,6 @@ static size_t kc_of(size_t k) {
 AVX512 int k_sgemm_avx512(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a, size_t lda,
                           const float *b, size_t ldb, float beta, float *c, size_t ldc) {
 	if (state != 1) return 1;
-	if (!pa) {
-		pa = aligned_alloc(64, sizeof(float) * (MC + MR) * KMAX);
-		pb = aligned_alloc(64, BBYTES + sizeof(float) * NR * KMAX);
-		if (!pa || !pb) {
-			free(pa), free(pb);
-			pa = pb = NULL;
-			return 1;
-		}
-	}
 	if (k == 0) { // C = beta C, as BLAS does
 		for (size_t i = 0; i < m; i++)
 			for (size_t j = 0; j < n; j++) c[i * ldc + j] = beta == 0 ? 0 : beta * c[i * ldc + j];
@@ -226,27 +227,43 @@ AVX512 int k_sgemm_avx512(int ta, int tb, size_t m, size_t n, size_t k, float al
 	}
 	size_t kb = kc_of(k), nb = BBYTES / (kb * sizeof(float)) / NR * NR;
 	if (nb < NR) nb = NR;
-	// Rows in blocks of MC only where A is packed (transposed); read in
-	// place, all of A's rows take each packed block of B, packed once.
-	size_t mb = ta ? MC : m;
+	// A read in place: all of A's rows take each block of B, packed once.
+	// A packed (transposed): B in chunks of up to BCHUNK, each packed
+	// once, and A's rows in blocks of MC, each packed once a chunk and
+	// swept over the chunk's blocks.
+	size_t mb = ta ? MC : m, cw = nb;
+	if (ta && BCHUNK / (kb * sizeof(float)) / NR * NR > cw) cw = BCHUNK / (kb * sizeof(float)) / NR * NR;
+	if (!pa) {
+		pa = aligned_alloc(64, sizeof(float) * (MC + MR) * KMAX);
+		if (!pa) return 1;
+	}
+	if (cw * kb > pb_n) { // grown to the largest chunk, kept
+		float *p = aligned_alloc(64, sizeof(float) * cw * kb);
+		if (!p) return 1;
+		free(pb);
+		pb = p, pb_n = cw * kb;
+	}
 	for (size_t pc = 0; pc < k; pc += kb) {
 		size_t kc = k - pc < kb ? k - pc : kb;
-		for (size_t ic = 0; ic < m; ic += mb) {
-			size_t mc = m - ic < mb ? m - ic : mb;
-			if (ta) pack_at(pa, a, lda, ic, mc, pc, kc);
-			for (size_t jc = 0; jc < n; jc += nb) {
-				size_t nc = n - jc < nb ? n - jc : nb;
-				for (size_t j = 0; j < nc; j += NR) pack_b(pb + j * kc, tb, b, ldb, jc + j, nc - j < NR ? nc - j : NR, pc, kc);
-				for (size_t i = 0; i < mc; i += MR)
-					for (size_t j = 0; j < nc; j += NR) {
-						size_t mr = mc - i < MR ? mc - i : MR, nr = nc - j < NR ? nc - j : NR;
-						float *ct = c + (ic + i) * ldc + jc + j;
-						if (ta)
-							kern_p(kc, pa + i * kc, pb + j * kc, ct, ldc, mr, nr, pc == 0, alpha, beta);
-						else
-							kern_r(kc, a + (ic + i) * lda + pc, lda, pb + j * kc, ct, ldc, mr, nr, pc == 0, alpha,
-							       beta);
-					}
+		for (size_t jw = 0; jw < n; jw += cw) {
+			size_t nw = n - jw < cw ? n - jw : cw;
+			for (size_t j = 0; j < nw; j += NR) pack_b(pb + j * kc, tb, b, ldb, jw + j, nw - j < NR ? nw - j : NR, pc, kc);
+			for (size_t ic = 0; ic < m; ic += mb) {
+				size_t mc = m - ic < mb ? m - ic : mb;
+				if (ta) pack_at(pa, a, lda, ic, mc, pc, kc);
+				for (size_t jc = 0; jc < nw; jc += nb) {
+					size_t nc = nw - jc < nb ? nw - jc : nb;
+					for (size_t i = 0; i < mc; i += MR)
+						for (size_t j = jc; j < jc + nc; j += NR) {
+							size_t mr = mc - i < MR ? mc - i : MR, nr = jc + nc - j < NR ? jc + nc - j : NR;
+							float *ct = c + (ic + i) * ldc + jw + j;
+							if (ta)
+								kern_p(kc, pa + i * kc, pb + j * kc, ct, ldc, mr, nr, pc == 0, alpha, beta);
+							else
+								kern_r(kc, a + (ic + i) * lda + pc, lda, pb + j * kc, ct, ldc, mr, nr, pc == 0,
+								       alpha, beta);
+						}
+				}
 			}
 		}
 	}

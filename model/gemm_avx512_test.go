@@ -8,8 +8,9 @@ import (
 // TestAVX512Sgemm: the own AVX-512 products (gemm_avx512.c) against
 // float64 sums (checkSgemmPath), with shapes off every tile and block
 // edge (12 rows, 32 columns, 16 of k for B's transposes, k in one block
-// up to 1,024 and equal blocks of at most 768 past it, 512 rows of A a
-// block, 1 MiB of B a block). Each element within γ(k+3) = (k+3)u/(1 -
+// up to 1,024 and equal blocks of at most 768 past it, 128 rows of A a
+// block where packed, 1 MiB of B a block, 4 MiB chunks of B packed once
+// where A is packed). Each element within γ(k+3) = (k+3)u/(1 -
 // (k+3)u), u = 2^-24, of its terms' sizes: the textbook bound of a float
 // dot product of k terms (Higham, "Accuracy and Stability of Numerical
 // Algorithms", 3.1), three more roundings for alpha and beta. A k block
@@ -22,7 +23,7 @@ func TestAVX512Sgemm(t *testing.T) {
 		t.Skipf("AVX-512 path not testable here: %v", err)
 	}
 	defer UseAVX512(false)
-	shapes := [][3]int{{1, 1, 1}, {13, 33, 5}, {12, 32, 16}, {25, 17, 65}, {100, 300, 384}, {40, 70, 1025}, {30, 40, 1600}, {530, 40, 70}, {40, 600, 50}, {31, 257, 385}, {1100, 45, 20}, {3, 4, 0}}
+	shapes := [][3]int{{1, 1, 1}, {13, 33, 5}, {12, 32, 16}, {25, 17, 65}, {100, 300, 384}, {40, 70, 1025}, {30, 40, 1600}, {530, 40, 70}, {40, 600, 50}, {31, 257, 385}, {1100, 45, 20}, {140, 1100, 1024}, {3, 4, 0}}
 	gamma := func(k int) float64 {
 		ku := float64(k+3) * 0x1p-24
 		return ku / (1 - ku)
