@@ -79,10 +79,22 @@ void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const f
 
 // ---- the pool ----
 
-// SPIN: pauses a worker waits for the next pass before sleeping (tens of
-// microseconds: the gap between a network's passes), so that a pass
-// starts without a futex wake-up on each thread.
-#define SPIN 4000
+// SPIN_S: seconds a waiting thread (a worker for the next pass, the
+// caller for a pass's end) spins before sleeping, so that a pass starts
+// without a futex wake-up on each thread: longer than the caller's
+// serial work between two passes. Timed, not counted: it was 4,000
+// pauses, about 160 us on the Intel VMs (40 ns a PAUSE) but 80 us on the
+// Zen 5 one (20 ns), where the MLP's serial gaps of 110 to 210 us put
+// the worker to sleep before most passes, its first chunk then 40 to 80
+// us late (`train bench step --model mlp --threads 2 --passes`). The MLP
+// at 2 threads, 400 steps, 3 rounds A B: 55,600 to 99,400 samples/s
+// counted, 100,700 to 107,300 timed at 250 us; over 2,000 steps both
+// ran 161,600 to 174,500 (one thread 142,800); ResNet-20 at 2 threads
+// 0.99 to 1.03 (6 rounds).
+// SPIN_YIELDS: turns of sched_yield instead, where the threads
+// oversubscribe the CPUs (oversub, below).
+#define SPIN_S 250e-6
+#define SPIN_YIELDS 4000
 
 typedef void (*task_fn)(void *ctx, size_t lo, size_t hi, int w);
 
@@ -148,6 +160,24 @@ static void fwait(_Atomic unsigned *a, unsigned v) {
 }
 static void fwake(_Atomic unsigned *a) { syscall(SYS_futex, (unsigned *)a, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0); }
 
+// spinner is one wait's spinning: spinning is a turn of it, 1 while the
+// wait should go on spinning, 0 once it should sleep. The clock is read every
+// 64 pauses (a vDSO call, ~20 ns, against 64 pauses' 1.3 to 2.6 us).
+struct spinner {
+	int turns;
+	double until;
+};
+
+static int spinning(struct spinner *s) {
+	if (atomic_load_explicit(&oversub, memory_order_relaxed)) {
+		sched_yield();
+		return ++s->turns < SPIN_YIELDS;
+	}
+	if (s->turns++ == 0) s->until = prof_now() + SPIN_S;
+	PAUSE();
+	return s->turns % 64 != 0 || prof_now() < s->until;
+}
+
 // take runs chunks of the current pass until none is left: first its
 // own share's in order, then the others' (the next free chunk of each).
 static void take(int w) {
@@ -168,15 +198,9 @@ static void *worker(void *arg) {
 	unsigned seen = start_gen[w];
 	for (;;) {
 		unsigned g;
-		int spins = 0;
+		struct spinner sp = {0};
 		while ((g = atomic_load(&gen)) == seen) {
-			if (++spins < SPIN) {
-				if (atomic_load_explicit(&oversub, memory_order_relaxed))
-					sched_yield();
-				else
-					PAUSE();
-				continue;
-			}
+			if (spinning(&sp)) continue;
 			atomic_fetch_add(&gen_sleepers, 1);
 			if (atomic_load(&gen) == seen) fwait(&gen, seen);
 			atomic_fetch_sub(&gen_sleepers, 1);
@@ -483,15 +507,9 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 	take(0);
 	if (pon) t1 = prof_now();
 	unsigned v;
-	int spins = 0;
+	struct spinner sp = {0};
 	while ((v = atomic_load(&left)) != 0) {
-		if (++spins < SPIN) {
-			if (atomic_load_explicit(&oversub, memory_order_relaxed))
-				sched_yield();
-			else
-				PAUSE();
-			continue;
-		}
+		if (spinning(&sp)) continue;
 		atomic_store(&left_sleeper, 1);
 		if ((v = atomic_load(&left)) != 0) fwait(&left, v);
 		atomic_store(&left_sleeper, 0);
