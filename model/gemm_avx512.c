@@ -21,7 +21,7 @@
 // starts. (The GPT's head gradient, 50,257 x 384 x 1,024 with A
 // transposed, packed B again for each 512-row block of A, a block 2 MB
 // past the Zen 5's 1 MB L2: 0.84 to 0.88 of OpenBLAS's rate; B packed
-// once, blocks of 128 rows: 0.98 to 1.01, scripts/bench/sgemm-avx512.c.)
+// once, blocks of 128 rows: 0.95 to 1.00, scripts/bench/sgemm-avx512.c.)
 // A row-major is read in
 // place (its 12 rows are 12 streams); A transposed is packed a row of
 // A^T at a time, one page after another (packed a tile at a time, each
@@ -57,9 +57,9 @@
 #define MC 128         // rows of a block of A, where packed
 #define PF 16          // rows of B's panel prefetched ahead
 
-// Per thread: the packed A block (MC x KMAX, only for A transposed; 0.6
-// MB) and B's block or chunk (pb_n floats: 1 to 4 MB), allocated on a
-// thread's first product and grown, kept.
+// Per thread: the packed A block (MC x KMAX, 0.6 MB, on a thread's first
+// product with A transposed) and B's block or chunk (pb_n floats: 1 to 4
+// MB, grown to the largest asked for), kept.
 static __thread float *pa, *pb;
 static __thread size_t pb_n;
 
@@ -231,9 +231,9 @@ AVX512 int k_sgemm_avx512(int ta, int tb, size_t m, size_t n, size_t k, float al
 	// A packed (transposed): B in chunks of up to BCHUNK, each packed
 	// once, and A's rows in blocks of MC, each packed once a chunk and
 	// swept over the chunk's blocks.
-	size_t mb = ta ? MC : m, cw = nb;
-	if (ta && BCHUNK / (kb * sizeof(float)) / NR * NR > cw) cw = BCHUNK / (kb * sizeof(float)) / NR * NR;
-	if (!pa) {
+	size_t mb = ta ? MC : m, cw = ta ? BCHUNK / (kb * sizeof(float)) / NR * NR : nb;
+	if (cw < nb) cw = nb;
+	if (ta && !pa) {
 		pa = aligned_alloc(64, sizeof(float) * (MC + MR) * KMAX);
 		if (!pa) return 1;
 	}

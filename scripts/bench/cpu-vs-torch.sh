@@ -22,8 +22,9 @@
 # ResNet-20 and the MLP: batch 64 per rank of 1x28x28, SGD with momentum,
 # BatchNorm per rank on both sides (PyTorch DDP's default; train
 # --bn local). The MLP runs 2,000 steps after 100 of warm-up: its 200
-# (about 0.2 s) swung PyTorch 10,900 to 84,800 samples/s and train 2
-# threads 55,600 to 99,400 between runs on the Zen 5 VM (44th session). The GPT: scripts/bench/gpt-vs-torch.sh's configuration
+# (about 0.2 s) swung PyTorch 10,900 to 84,800 samples/s and train at 2
+# threads 65,800 to 80,100 between rounds on the Zen 5 VM (44th
+# session). The GPT: scripts/bench/gpt-vs-torch.sh's configuration
 # (6 layers, 6 heads, width 384, context 256, 4 windows per rank, AdamW
 # at torch_gpt.py's lr 6e-4 and beta2 0.95 on both sides: at train's
 # default --lr 0.05 the GPT diverges within 3 steps, and on an Intel core
