@@ -159,6 +159,7 @@ struct k_wino_plan {
 };
 void k_wino_plan(struct k_wino_plan *p, size_t h, size_t w, size_t c, size_t o, int m);
 size_t k_wino_points(const struct k_wino_plan *p);
+size_t k_wino_ld(size_t c, size_t o);
 // WINO_BLOCK: k_wino_weights transforms the forward's kernels in blocks
 // of this many outputs and inputs.
 #define WINO_BLOCK 16

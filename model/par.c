@@ -1859,9 +1859,9 @@ static void t_wide_mul(void *p, size_t lo, size_t hi, int w) {
 		const float *V = d->V + r0 * a2 * C + j * C;
 		float *M = d->M + r0 * a2 * O + j * O;
 		if (d->dy)
-			k_wino_dw_mul(d->dU + part * d->K + j * C * O, M, a2 * O, V, a2 * C, T, C, O, 1, 0);
+			k_wino_dw_mul(d->dU + part * d->K + j * k_wino_ld(C, O), M, a2 * O, V, a2 * C, T, C, O, 1, 0);
 		else
-			k_wino_mul(M, a2 * O, V, a2 * C, d->U + j * C * O, T, C, O, 1);
+			k_wino_mul(M, a2 * O, V, a2 * C, d->U + j * k_wino_ld(C, O), T, C, O, 1);
 	}
 }
 
@@ -1893,10 +1893,10 @@ static void wide_passes(struct wd *d) {
 		run(s->n, t_wide_in, d);
 		run(d->parts * d->a2, t_wide_mul, d);
 		if (d->dy)
-			d->dU += d->a2 * C * O;
+			d->dU += d->a2 * k_wino_ld(C, O);
 		else {
 			run(s->n, t_wide_out, d);
-			d->U += d->a2 * C * O;
+			d->U += d->a2 * k_wino_ld(C, O);
 		}
 	}
 }
@@ -2192,7 +2192,7 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
                     float beta, int m, const float *pmean, const float *pscale, const float *pbeta) {
 	struct k_wino_plan plan;
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
-	size_t nu = k_wino_points(&plan) * s->c * s->o;
+	size_t nu = k_wino_points(&plan) * k_wino_ld(s->c, s->o);
 	struct k_pre pre = {pmean, pscale, pbeta};
 	struct conv cv = {.s = s, .x = x, .y = y, .beta = beta, .plan = &plan, .pre = pmean ? &pre : NULL};
 	cv.u = wino_part(s, &plan, 1);
@@ -2239,7 +2239,7 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 	float *work = scratch(w, k_wino_work_floats(sub, s->w, s->c, s->o, cv->plan));
 	for (size_t i = lo; i < hi; i++) {
 		IMAGES(cv, i, b0, b1);
-		k_wino_dw_part(cv->parts + i * k_wino_points(cv->plan) * s->c * s->o, cv->x + b0 * in, cv->dy + b0 * out,
+		k_wino_dw_part(cv->parts + i * k_wino_points(cv->plan) * k_wino_ld(s->c, s->o), cv->x + b0 * in, cv->dy + b0 * out,
 		               b1 - b0, s->h, s->w, s->c, s->o, work, cv->plan, sub, cv->pre);
 	}
 }
@@ -2254,7 +2254,7 @@ void k_wino_dw(const struct k_conv_shape *s, float *dw, float *dwt, const float 
                const float *pmean, const float *pscale, const float *pbeta) {
 	struct k_wino_plan plan;
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
-	size_t K = k_wino_points(&plan) * s->c * s->o;
+	size_t K = k_wino_points(&plan) * k_wino_ld(s->c, s->o);
 	struct k_pre pre = {pmean, pscale, pbeta};
 	struct conv cv = {.s = s, .x = x, .dy = dy, .plan = &plan, .pre = pmean ? &pre : NULL};
 	cv.u = wino_part(s, &plan, 0);

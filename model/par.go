@@ -159,7 +159,7 @@ func poolCheck(passes, units int, seed uint32) int {
 // winoMul and winoDWMul run winograd.c's products for a test: P points'
 // m = v u (k_wino_mul) and d = mt^T v (k_wino_dw_mul; added to d when add), T tiles whose rows
 // of v and m (mt) are ldv and ldm floats apart, point j's at j*c (v) and
-// j*o (m).
+// j*o (m), and its kernels (u, d) at j*winoLd(c, o).
 func winoMul(m []float32, ldm int, v []float32, ldv int, u []float32, t, c, o, p int) {
 	C.k_wino_mul(f32(m), C.size_t(ldm), f32(v), C.size_t(ldv), f32(u), C.size_t(t), C.size_t(c), C.size_t(o),
 		C.size_t(p))
@@ -173,6 +173,10 @@ func winoDWMul(d, mt []float32, ldm int, v []float32, ldv, t, c, o, p int, add b
 	C.k_wino_dw_mul(f32(d), f32(mt), C.size_t(ldm), f32(v), C.size_t(ldv), C.size_t(t), C.size_t(c), C.size_t(o),
 		C.size_t(p), a)
 }
+
+// winoLd is the floats from one point's c x o transformed kernels to the
+// next (k_wino_ld).
+func winoLd(c, o int) int { return int(C.k_wino_ld(C.size_t(c), C.size_t(o))) }
 
 // winoOwnDW reports whether winoDWMul's c x o sums are winograd.c's own
 // (k_wino_own_dw), whose adding calls continue one call's chains.

@@ -471,11 +471,12 @@ func TestWinogradProducts(t *testing.T) {
 		winoLevel(lv)
 		for _, co := range [][2]int{{16, 16}, {32, 32}, {48, 48}, {64, 64}, {16, 48}, {48, 16}, {128, 32}, {96, 64}} {
 			c, o := co[0], co[1]
+			ld := winoLd(c, o) // a point's kernels to the next's
 			for _, tiles := range []int{1, 7, 13, 45} {
 				for _, a2 := range []int{16, 36} {
 					for _, p := range []int{a2, 1} {
 						name := fmt.Sprintf("level %d c %d o %d tiles %d points %d of %d", lv, c, o, tiles, p, a2)
-						v, u := normals(rng, tiles*a2*c), normals(rng, a2*c*o)
+						v, u := normals(rng, tiles*a2*c), normals(rng, a2*ld)
 						m := make([]float32, tiles*a2*o)
 						for i := range m {
 							m[i] = sentinel
@@ -494,7 +495,7 @@ func TestWinogradProducts(t *testing.T) {
 									}
 									var s float64
 									for cc := range c {
-										s += float64(v[(tt*a2+j)*c+cc]) * float64(u[(j*c+cc)*o+oo])
+										s += float64(v[(tt*a2+j)*c+cc]) * float64(u[j*ld+cc*o+oo])
 									}
 									want, got = append(want, s), append(got, g)
 								}
@@ -504,10 +505,14 @@ func TestWinogradProducts(t *testing.T) {
 							t.Errorf("%s: V U: %v", name, err)
 						}
 						mt := normals(rng, tiles*a2*o)
-						d := make([]float32, (p+1)*c*o)
-						for i := range d {
-							d[i] = sentinel
+						sentinels := func(n int) []float32 {
+							d := make([]float32, n)
+							for i := range d {
+								d[i] = sentinel
+							}
+							return d
 						}
+						d := sentinels((p + 1) * ld)
 						winoDWMul(d, mt, a2*o, v, a2*c, tiles, c, o, p, false)
 						want, got = want[:0], got[:0]
 						for j := range p {
@@ -517,16 +522,16 @@ func TestWinogradProducts(t *testing.T) {
 									for tt := range tiles {
 										s += float64(mt[(tt*a2+j)*o+oo]) * float64(v[(tt*a2+j)*c+cc])
 									}
-									want, got = append(want, s), append(got, d[(j*o+oo)*c+cc])
+									want, got = append(want, s), append(got, d[j*ld+oo*c+cc])
 								}
 							}
 						}
 						if err := near.Check(want, widen(got), 1e-5); err != nil {
 							t.Errorf("%s: M^T V: %v", name, err)
 						}
-						for i := p * c * o; i < len(d); i++ {
-							if d[i] != sentinel {
-								t.Fatalf("%s: d[%d] past the points written", name, i)
+						for i := range d {
+							if (i/ld >= p || i%ld >= c*o) && d[i] != sentinel {
+								t.Fatalf("%s: d[%d], outside the points' products, written", name, i)
 							}
 						}
 						// The tiles in two calls, the second adding to the
@@ -535,14 +540,14 @@ func TestWinogradProducts(t *testing.T) {
 						// it), OpenBLAS's the same sums within rounding.
 						if tiles > 1 {
 							h := tiles / 2
-							d2 := make([]float32, p*c*o)
+							d2 := sentinels(p * ld)
 							winoDWMul(d2, mt, a2*o, v, a2*c, h, c, o, p, false)
 							winoDWMul(d2, mt[h*a2*o:], a2*o, v[h*a2*c:], a2*c, tiles-h, c, o, p, true)
 							if winoOwnDW(c, o) {
-								if i := firstDiff(d[:p*c*o], d2); i >= 0 {
+								if i := firstDiff(d[:p*ld], d2); i >= 0 {
 									t.Errorf("%s: M^T V in two calls: d[%d] %v, one call %v", name, i, d2[i], d[i])
 								}
-							} else if err := near.Check(want, widen(d2), 1e-5); err != nil {
+							} else if err := near.Check(want, widen(products(d2, p, ld, c*o)), 1e-5); err != nil {
 								t.Errorf("%s: M^T V in two calls: %v", name, err)
 							}
 						}
@@ -551,6 +556,16 @@ func TestWinogradProducts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// products is the first p of d's products of n floats each, ld apart,
+// one after another.
+func products(d []float32, p, ld, n int) []float32 {
+	var out []float32
+	for j := range p {
+		out = append(out, d[j*ld:j*ld+n]...)
+	}
+	return out
 }
 
 // TestWinogradOwnKernels: where each thread makes its own transformed
