@@ -1664,11 +1664,11 @@ struct conv {
 	const struct k_wino_plan *plan; // Winograd's tiles
 	// A small layer's transformed kernels, each thread's own (own_kernels):
 	// from kw (the weight, PyTorch's layout) or, when flip, kwt (the
-	// forward's copy (o, 3, 3, c)) into the worker's own buffer (ownk),
-	// u_floats of it, on its first part.
+	// forward's copy (o, 3, 3, c)) into u_own + w * u_floats, on its first
+	// part.
 	const float *kw;
 	float *kwt;
-	int own, permute; // permute: the forward's copy of kw into kwt, unit by unit's share of the outputs
+	float *u_own;
 	size_t u_floats;
 	int flip;
 	char made[MAXT];
@@ -1718,10 +1718,9 @@ void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 
 // kernels is worker w's transformed kernels for a Winograd pass: the
 // shared ones, or its own, made on its first part.
-static struct kept ownk[MAXT];
 static const float *kernels(struct conv *cv, int w) {
-	if (!cv->own) return cv->w;
-	float *u = keep(&ownk[w], cv->u_floats * sizeof(float));
+	if (!cv->u_own) return cv->w;
+	float *u = cv->u_own + (size_t)w * cv->u_floats;
 	if (!cv->made[w]) {
 		size_t o = cv->flip ? cv->s->c : cv->s->o, c = cv->flip ? cv->s->o : cv->s->c;
 		k_wino_weights(u, cv->kw, cv->flip ? cv->kwt : NULL, o, c, cv->flip, cv->plan, 0, o, 0, c);
@@ -1737,10 +1736,6 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 	const float *U = kernels(cv, w);
 	for (size_t i = lo; i < hi; i++) {
 		IMAGES(cv, i, b0, b1);
-		if (cv->permute) {
-			size_t parts = (s->n + cv->u - 1) / cv->u;
-			k_permute_weights(cv->kwt, cv->kw, i * s->o / parts, (i + 1) * s->o / parts, s->c, 9);
-		}
 		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->w, s->c, s->o, cv->plan));
 		k_wino_conv(cv->y + b0 * out, cv->x + b0 * in, U, b1 - b0, s->h, s->w, s->c, s->o, cv->beta != 0, work,
 		            cv->plan, cv->pre);
@@ -1781,28 +1776,17 @@ static size_t wino_part(const struct k_conv_shape *s, const struct k_wino_plan *
 
 static struct kept ukern; // the transformed kernels
 
-// OWN_KERNELS: the most floats of a layer's transformed kernels, times
-// the threads, for which every thread makes its own copy, on its first
-// part of the pass, into a buffer of its own (ownk), instead of one pass
-// of WINO_BLOCK outputs a unit before the products. Made by each thread,
-// they are the same values, and stay in its own cache.
-// - A 16-channel layer's (36 x 16 x 16) were one unit: one thread
-//   transformed while the others waited, then every thread's products
-//   read them from its cache (ResNet-20, 2 threads, `perf record`: that
-//   pass took 2.2 times its one-thread time).
-// - Shared, the kernels are written by one thread over lines every
-//   thread's products read in the layer before: on the Zen 5 VM such a
-//   line is written at 6.9 GB/s against 105 for a line of its own
-//   (machine-probe.sh), and a 7x7x64 layer's transform (590 KB) ran 2.6
-//   times its one-thread time at 2 threads (`--passes`), 14x14x32's 3.0
-//   times. Each thread's own copy: ResNet-20 at 2 threads 27.25 and
-//   27.08 -> 26.46 and 26.59 ms a step (2 rounds A B, `--passes`), 20
-//   passes fewer.
-// - But each thread does the whole transform: 320 Ki floats in all keeps
-//   the copies to 2 threads for ResNet-20's 64-channel layers (148 Ki
-//   floats), 3 for its 32-channel ones, and at 8 to 16 threads to the
-//   16-channel layers alone, as the 16 Ki a thread before.
-#define OWN_KERNELS (320 * 1024)
+// OWN_KERNELS: the most floats of a layer's transformed kernels that
+// every thread makes for itself, on its first part of the pass, instead
+// of one pass of WINO_BLOCK outputs a unit before the products. A
+// 16-channel layer's (36 x 16 x 16) were one unit: one thread
+// transformed while the others waited, then every thread's products
+// read them from its cache (ResNet-20, 2 threads, `perf record`: that
+// pass took 2.2 times its one-thread time). Made by each thread, they
+// are the same values, and stay in its own cache; 16 Ki floats, the
+// 16-channel layers' 9,216 and not the 32-channel ones' (which are 2
+// units or more already).
+#define OWN_KERNELS (16 * 1024)
 
 // k_wino_own_runs counts the passes whose threads made their own kernels
 // (a test's check that its shapes take the path).
@@ -2213,12 +2197,11 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	struct conv cv = {.s = s, .x = x, .y = y, .beta = beta, .plan = &plan, .pre = pmean ? &pre : NULL};
 	cv.u = wino_part(s, &plan, 1);
 	size_t parts = (s->n + cv.u - 1) / cv.u;
-	if (nthreads > 1 && !wide(parts) && nu * (size_t)nthreads <= OWN_KERNELS) {
-		cv.u_floats = nu, cv.own = 1;
-		// Every thread transforms all of it, so the copy is made by the
-		// parts, each a share of the outputs (on the caller alone, a
-		// 64-channel layer's was 0.2 ms a ResNet-20 step at 2 threads).
-		cv.permute = !flip && wt;
+	if (nthreads > 1 && !wide(parts) && nu <= OWN_KERNELS) {
+		cv.u_floats = (nu + 15) & ~(size_t)15; // each thread's on its own cache lines
+		cv.u_own = keep(&ukern, (size_t)nthreads * cv.u_floats * sizeof(float));
+		// Every thread transforms all of it, so the copy is made here, once.
+		if (!flip && wt) k_permute_weights(wt, w, 0, s->o, s->c, 9);
 		cv.kw = w, cv.kwt = wt, cv.flip = flip;
 		own_runs++;
 		run(parts, t_wino, &cv);

@@ -572,33 +572,20 @@ func products(d []float32, p, ld, n int) []float32 {
 // kernels (small layers, passes of at least as many parts as threads),
 // the forward, the input gradient (the rotated kernels, channels
 // swapped: 16 in and 32 out, and 32 in and 16 out, under F(2x2)) and the
-// weight gradient are the one-thread path's bits at 2 and 3 threads, and
-// the forward's copy of the weight for the input gradient, made by the
-// parts in shares, is whole (the input gradient reads it).
+// weight gradient are the one-thread path's bits at 2 and 3 threads.
 func TestWinogradOwnKernels(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
 	defer SetThreads(1)
-	// own: the thread counts at which the shape's kernels are each
-	// thread's own (par.c's OWN_KERNELS: 64 channels' at 2 threads, not 3).
-	for _, c := range []struct {
-		sh  [6]int
-		own []int
-	}{{[6]int{4, 16, 28, 28, 16, 16}, []int{2, 3}}, {[6]int{2, 16, 12, 12, 16, 32}, []int{2, 3}},
-		{[6]int{2, 16, 9, 9, 32, 16}, []int{2, 3}}, {[6]int{4, 16, 7, 7, 64, 64}, []int{2}}} {
-		sh := c.sh
+	for _, sh := range [][6]int{{4, 16, 28, 28, 16, 16}, {2, 16, 12, 12, 16, 32}, {2, 16, 9, 9, 32, 16}} {
 		run := convAtThreads(t, sh, 11)
 		y1, dx1, dw1 := run(1)
 		for _, threads := range []int{2, 3} {
 			before := ownRuns()
 			y2, dx2, dw2 := run(threads)
 			// The forward and the input gradient.
-			want := 0
-			if slices.Contains(c.own, threads) {
-				want = 2
-			}
-			if got := ownRuns() - before; got != want {
-				t.Errorf("%v: %d passes made their own kernels at %d threads, want %d", sh, got, threads, want)
+			if got := ownRuns() - before; got != 2 {
+				t.Errorf("%v: %d passes made their own kernels at %d threads, want 2", sh, got, threads)
 			}
 			for _, c := range []struct {
 				name      string
