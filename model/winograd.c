@@ -240,7 +240,10 @@ static size_t aa(const struct k_wino_class *k) { return (size_t)(k->my + 2) * (s
 // one in the same L1 set, 12 lines deep on Zen 5: a throwaway harness
 // wrote 36 such rows at 10.3 GB/s, 97 with the line more (loads 45
 // against 117), and k_wino_weights of a 7x7x64 layer took 81 us on one
-// thread. Only the layout changes: the same values, the same bits.
+// thread. Only the layout changes: the same values, the same bits. The
+// line between two points is never written in U; in the weight
+// gradient's parts it is summed with them (par.c's sum_first) and never
+// read.
 size_t k_wino_ld(size_t c, size_t o) { return c * o + 16; }
 
 // k_wino_points is the sum of the classes' aa: the kernels' transformed
