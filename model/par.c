@@ -85,9 +85,8 @@ void k_sgemm1(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const f
 // serial work between two passes. Timed, not counted: it was 4,000
 // pauses, 22 us on the Intel VM where a PAUSE took 5.5 ns
 // (docs/ARCHITECTURE.md) and 80 us on the Zen 5 one (20 ns), where the
-// MLP's serial gaps of 110 to 210 us put
-// the worker to sleep before most passes, its first chunk then 40 to 80
-// us late (`train bench step --model mlp --threads 2 --passes`). The MLP
+// MLP's serial gaps of 110 to 210 us put the worker to sleep before most
+// passes, its first chunk then 40 to 80 us late (`train bench step --model mlp --threads 2 --passes`). The MLP
 // at 2 threads, 400 steps, 3 rounds A B: 55,600 to 99,400 samples/s
 // counted, 100,700 to 107,300 timed at 250 us; over 2,000 steps both
 // ran 161,600 to 174,500 (one thread 142,800); ResNet-20 at 2 threads
