@@ -19,11 +19,10 @@
 // blocks > A's 12 rows (in L1) > B's 32-column panels, each tile's B
 // prefetched PF rows ahead and its 24 lines of C asked for as it
 // starts. (The GPT's head-gradient shape in scripts/bench/sgemm-avx512.c,
-// 25,128 x 384 x 1,024 with A transposed, packed B again for each 512-row block of A, a block 2 MB
-// past the Zen 5's 1 MB L2: 0.84 to 0.88 of OpenBLAS's rate; B packed
-// once, blocks of 128 rows: 0.95 to 1.00, scripts/bench/sgemm-avx512.c.)
-// A row-major is read in
-// place (its 12 rows are 12 streams); A transposed is packed a row of
+// 25,128 x 384 x 1,024 with A transposed, packed B again for each
+// 512-row block of A, a block 2 MB past the Zen 5's 1 MB L2: 0.84 to
+// 0.88 of OpenBLAS's rate; B packed once, blocks of 128 rows: 0.95 to
+// 1.00.) A row-major is read in place (its 12 rows are 12 streams); A transposed is packed a row of
 // A^T at a time, one page after another (packed a tile at a time, each
 // 12-row panel of the GPT's head gradient touched 1,024 pages); B
 // transposed is packed through 16 x 16 register transposes.
