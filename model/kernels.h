@@ -164,7 +164,7 @@ size_t k_wino_ld(size_t c, size_t o);
 // of this many outputs and inputs.
 #define WINO_BLOCK 16
 void k_wino_weights(float *U, const float *w, float *wt, size_t o, size_t c, int flip, const struct k_wino_plan *p,
-                    size_t p0, size_t p1, size_t c0, size_t c1);
+                    size_t p0, size_t p1, size_t c0, size_t c1, int stream);
 int k_wino_own_mul(size_t C, size_t O);
 void k_wino_mul(float *M, size_t ldm, const float *V, size_t ldv, const float *U, size_t T, size_t C, size_t O,
                 size_t P);

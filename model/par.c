@@ -1722,7 +1722,7 @@ static const float *kernels(struct conv *cv, int w) {
 	float *u = cv->u_own + (size_t)w * cv->u_floats;
 	if (!cv->made[w]) {
 		size_t o = cv->flip ? cv->s->c : cv->s->o, c = cv->flip ? cv->s->o : cv->s->c;
-		k_wino_weights(u, cv->kw, cv->flip ? cv->kwt : NULL, o, c, cv->flip, cv->plan, 0, o, 0, c);
+		k_wino_weights(u, cv->kw, cv->flip ? cv->kwt : NULL, o, c, cv->flip, cv->plan, 0, o, 0, c, 0);
 		cv->made[w] = 1;
 	}
 	return u;
@@ -2055,13 +2055,15 @@ static void wk_unit(const struct wk *k, size_t u, size_t *p0, size_t *p1, size_t
 	*c1 = *c0 + k->bc < k->c ? *c0 + k->bc : k->c;
 }
 
+// t_wino_weights streams U out when other threads' products will read
+// it (k_wino_weights' stream).
 static void t_wino_weights(void *p, size_t lo, size_t hi, int w) {
 	struct wk *k = p;
 	(void)w;
 	for (size_t u = lo; u < hi; u++) {
 		size_t p0, p1, c0, c1;
 		wk_unit(k, u, &p0, &p1, &c0, &c1);
-		k_wino_weights(k->u, k->w, k->wt, k->o, k->c, k->flip, k->plan, p0, p1, c0, c1);
+		k_wino_weights(k->u, k->w, k->wt, k->o, k->c, k->flip, k->plan, p0, p1, c0, c1, nthreads > 1);
 	}
 }
 

@@ -29,6 +29,9 @@
 // over channels that the compiler vectorises.
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "kernels.h"
 #include "vec.h"
@@ -270,6 +273,28 @@ static size_t most(const struct k_wino_plan *p) {
 
 // ---- the kernel ----
 
+// stream_rows copies n rows of WINO_BLOCK floats (a cache line, at a
+// line's start) from blk to dst, ld floats apart, with non-temporal
+// stores, where x86 has them: lines another core has read are written
+// without first taking them from that core (see k_wino_weights).
+// stream_done orders those stores before the pass's end.
+INL void stream_rows(float *dst, size_t ld, const float (*blk)[WINO_BLOCK], size_t n) {
+	for (size_t k = 0; k < n; k++, dst += ld) {
+#if defined(__x86_64__) && defined(__SSE__)
+		UNROLL
+		for (size_t i = 0; i < WINO_BLOCK; i += 4) _mm_stream_ps(dst + i, _mm_load_ps(blk[k] + i));
+#else
+		memcpy(dst, blk[k], sizeof blk[k]);
+#endif
+	}
+}
+
+INL void stream_done(void) {
+#if defined(__x86_64__) && defined(__SSE__)
+	_mm_sfence();
+#endif
+}
+
 // kernel1 writes u[k * us], k < ay*ax, from the kernel g read at w[(i * 3
 // + j) * ws], rotated by 180 degrees when flip: G_y g G_x^T.
 INL void kernel1(int my, int mx, float *u, size_t us, const float *w, size_t ws, int flip) {
@@ -311,15 +336,24 @@ INL void kernel1(int my, int mx, float *u, size_t us, const float *w, size_t ws,
 // transposes 9, made the transform half of a 7x7x512 layer's time on 8
 // images.)
 INL void weights(int my, int mx, float *U, const float *w, float *wt, size_t o, size_t c, int flip, size_t p0,
-                 size_t p1, size_t c0, size_t c1) {
-	size_t OC = k_wino_ld(c, o);
+                 size_t p1, size_t c0, size_t c1, int stream) {
+	size_t OC = k_wino_ld(c, o), a2 = (size_t)(my + 2) * (mx + 2);
+	enum { B = WINO_BLOCK };
+	float blk[AMAX * AMAX][B] __attribute__((aligned(64)));
 	if (flip) {
-		for (size_t p = p0; p < p1; p++)
+		for (size_t p = p0; p < p1; p++) {
+			size_t b = c0;
+			if (stream && c % B == 0 && c0 % B == 0 && (c1 - c0) % B == 0)
+				for (; b < c1; b += B) {
 #pragma GCC ivdep
-			for (size_t b = c0; b < c1; b++) kernel1(my, mx, U + p * c + b, OC, wt + p * 9 * c + b, c, 1);
+					for (size_t i = 0; i < B; i++) kernel1(my, mx, &blk[0][i], B, wt + p * 9 * c + b + i, c, 1);
+					stream_rows(U + p * c + b, OC, blk, a2);
+				}
+#pragma GCC ivdep
+			for (; b < c1; b++) kernel1(my, mx, U + p * c + b, OC, wt + p * 9 * c + b, c, 1);
+		}
 		return;
 	}
-	enum { B = WINO_BLOCK };
 	float tin[9][B][B];
 	for (; p0 < p1; p0 += B)
 		for (size_t b0 = c0; b0 < c1; b0 += B) {
@@ -331,7 +365,13 @@ INL void weights(int my, int mx, float *U, const float *w, float *wt, size_t o, 
 				for (size_t p = 0; p < np; p++)
 					for (size_t q = 0; q < 9; q++)
 						for (size_t b = 0; b < nb; b++) wt[((p0 + p) * 9 + q) * c + b0 + b] = tin[q][b][p];
-			if (np == B)
+			if (np == B && stream && o % B == 0)
+				for (size_t b = 0; b < nb; b++) {
+#pragma GCC ivdep
+					for (size_t p = 0; p < B; p++) kernel1(my, mx, &blk[0][p], B, &tin[0][b][p], B * B, 0);
+					stream_rows(U + (b0 + b) * o + p0, OC, blk, a2);
+				}
+			else if (np == B)
 				for (size_t b = 0; b < nb; b++)
 #pragma GCC ivdep
 					for (size_t p = 0; p < B; p++)
@@ -350,15 +390,27 @@ INL void weights(int my, int mx, float *U, const float *w, float *wt, size_t o, 
 // rows of c x o, k_wino_ld(c, o) apart. The forward's are w's (o, c, 3, 3), and it also sets
 // those outputs' rows of wt (o, 3, 3, c) when wt is not NULL (on the
 // plan's first class); the input gradient's (flip) are wt's.
+// stream: U's whole lines (outputs, or the flip's inputs, in blocks of
+// WINO_BLOCK on line boundaries) go out with non-temporal stores. One U
+// serves every layer, and at 2 threads or more every thread's products
+// read all of it, so each line a transform writes is in another core's
+// cache: a store must first take it from there, which the Zen 5 VM did
+// at 6.9 GB/s against 105 for its own lines (scripts/bench/machine-probe.sh).
+// A throwaway harness (576 KB, the 7x7x64 layer's U, after the other core
+// read it): stores 58 to 86 us, non-temporal 18 to 21, with the reads
+// after them 14 us slower from memory. ResNet-20 at 2 threads
+// (docs/cpu-speed.md, "The 46th session"): these passes 1.02 -> 0.66 ms
+// a step. A thread that made U for itself (par.c's own kernels), or the
+// only thread, keeps it in its cache instead: stream 0.
 VEC void k_wino_weights(float *U, const float *w, float *wt, size_t o, size_t c, int flip,
-                        const struct k_wino_plan *p, size_t p0, size_t p1, size_t c0, size_t c1) {
+                        const struct k_wino_plan *p, size_t p0, size_t p1, size_t c0, size_t c1, int stream) {
 	for (int i = 0; i < p->n; i++) {
 		const struct k_wino_class *k = &p->c[i];
 		float *out = !flip && i == 0 ? wt : NULL;
 		switch (k->my * 10 + k->mx) {
 #define W(a, b)                                                \
 	case a##b:                                                 \
-		weights(a, b, U, w, flip ? wt : out, o, c, flip, p0, p1, c0, c1); \
+		weights(a, b, U, w, flip ? wt : out, o, c, flip, p0, p1, c0, c1, stream); \
 		break;
 			PAIRS(W)
 #undef W
@@ -367,6 +419,7 @@ VEC void k_wino_weights(float *U, const float *w, float *wt, size_t o, size_t c,
 		}
 		U += aa(k) * k_wino_ld(c, o);
 	}
+	if (stream) stream_done();
 }
 
 // ---- the forward ----
