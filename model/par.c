@@ -11,8 +11,9 @@
 // it on its own share: one pool, never two fighting over the cores.
 //
 // Reductions (a weight gradient over the images, BatchNorm's sums) are
-// cut into parts by the data's shape alone and summed in part order, so a
-// result does not depend on the thread count.
+// cut into parts by the data's shape alone and summed in an order the
+// part count alone fixes (in part order; a weight gradient's in
+// sum_first's groups), so a result does not depend on the thread count.
 #define _GNU_SOURCE // sched_getaffinity
 #include <limits.h>
 #include <linux/futex.h>
@@ -2068,43 +2069,89 @@ static void t_wino_weights(void *p, size_t lo, size_t hi, int w) {
 }
 
 // SUM_SLICE: the values of a slice of sum_first's sums, a unit: 8 KB of
-// the first part, which stays in L1 while every other part's slice is
-// added to it.
+// each group's first part, which stays in L1 while the group's other
+// parts' slices are added to it.
 #define SUM_SLICE 2048
+
+// SUM_GROUPS: the groups sum_first sums its parts in, whatever the
+// thread count (the bits depend on it).
+#define SUM_GROUPS 4
 
 struct sf {
 	float *p;
-	size_t n, K;
+	size_t n, K, S, G; // parts, floats each, slices, groups
+	int grouped;       // the groups summed already (t_sum_groups)
 };
 
-VEC static void t_sum_first(void *q, size_t lo, size_t hi, int w) {
-	struct sf *f = q;
-	size_t i0 = lo * SUM_SLICE, i1 = hi * SUM_SLICE < f->K ? hi * SUM_SLICE : f->K;
-	(void)w;
-	for (size_t u = 1; u < f->n; u++) {
-		float *d = f->p + i0;
+// sum_group adds parts [g n/G + 1, (g+1) n/G) into part g n/G, in order,
+// floats [i0, i1); with all, then the groups' sums 1 to G-1 into part 0.
+VEC static void sum_group(const struct sf *f, size_t g, size_t i0, size_t i1) {
+	size_t a = g * f->n / f->G, b = (g + 1) * f->n / f->G;
+	float *d = f->p + a * f->K + i0;
+	for (size_t u = a + 1; u < b; u++) {
 		const float *s = f->p + u * f->K + i0;
 		for (size_t i = 0; i < i1 - i0; i++) d[i] += s[i];
 	}
 }
 
-// sum_first adds parts 1 to n-1 of K floats each (p, one after another)
-// into part 0, each value's in part order, across the threads in slices
-// of the values: the same sums at any thread count. Every convolution's
-// weight gradient (Winograd's, im2col's, the few-channel stem's) sums its
-// parts through it. Cut by output
-// channels with the transform after it, as it was, a 16-channel layer's
-// reduction was one unit: one thread summed while the other waited, and
-// read half the parts from the other core (ResNet-20, 2 threads: 4.7
-// times its one-thread time, 7% of the step).
-// t_sum is the pass's task: t_sum_first is cloned per instruction set,
-// and a pointer to it is its resolver's, which the pass profile cannot
-// name.
-static void t_sum(void *q, size_t lo, size_t hi, int w) { t_sum_first(q, lo, hi, w); }
+VEC static void sum_roots(const struct sf *f, size_t i0, size_t i1) {
+	float *d = f->p + i0;
+	for (size_t g = 1; g < f->G; g++) {
+		const float *s = f->p + g * f->n / f->G * f->K + i0;
+		for (size_t i = 0; i < i1 - i0; i++) d[i] += s[i];
+	}
+}
 
+static void slice(const struct sf *f, size_t s, size_t *i0, size_t *i1) {
+	*i0 = s * SUM_SLICE, *i1 = *i0 + SUM_SLICE < f->K ? *i0 + SUM_SLICE : f->K;
+}
+
+// t_sum_groups: a unit is one slice of one group, group-major, so that
+// the pool's static shares give thread w the groups of the parts its
+// share of the pass before made (w n/T on).
+static void t_sum_groups(void *q, size_t lo, size_t hi, int w) {
+	const struct sf *f = q;
+	(void)w;
+	for (size_t u = lo; u < hi; u++) {
+		size_t i0, i1;
+		slice(f, u % f->S, &i0, &i1);
+		sum_group(f, u / f->S, i0, i1);
+	}
+}
+
+// t_sum: a unit is a slice of the groups' sums into part 0, or, on one
+// thread, of the whole sum.
+static void t_sum(void *q, size_t lo, size_t hi, int w) {
+	const struct sf *f = q;
+	(void)w;
+	for (size_t s = lo; s < hi; s++) {
+		size_t i0, i1;
+		slice(f, s, &i0, &i1);
+		if (!f->grouped)
+			for (size_t g = 0; g < f->G; g++) sum_group(f, g, i0, i1);
+		sum_roots(f, i0, i1);
+	}
+}
+
+// sum_first sums parts 0 to n-1 of K floats each (p, one after another)
+// into part 0: SUM_GROUPS groups of consecutive parts each in part
+// order, then the groups' sums in order, the same sums at any thread
+// count. Every convolution's weight gradient (Winograd's, im2col's, the
+// few-channel stem's) sums its parts through it. At 2 threads or more the
+// groups go first, by slices, each group's mostly on the thread whose
+// share of the pass before made its parts, then their sums by slices.
+// Summed in part order by slices alone (until the 46th session), every
+// thread read every other's parts: ResNet-20 at 2 threads, the sum did
+// 2.1 times one thread's work, and the weight gradient's next pass,
+// writing parts the other core had read, 1.04 (docs/cpu-speed.md, "The
+// 46th session"). Cut by output channels with the transform after it,
+// as before that, a 16-channel layer's reduction was one unit: one
+// thread summed while the other waited (4.7 times its one-thread time).
 static void sum_first(float *p, size_t n, size_t K) {
-	struct sf f = {.p = p, .n = n, .K = K};
-	run((K + SUM_SLICE - 1) / SUM_SLICE, t_sum, &f);
+	struct sf f = {.p = p, .n = n, .K = K, .S = (K + SUM_SLICE - 1) / SUM_SLICE, .G = n < SUM_GROUPS ? n : SUM_GROUPS};
+	if (n < 2) return;
+	if (nthreads > 1 && n > f.G) run(f.G * f.S, t_sum_groups, &f), f.grouped = 1;
+	run(f.S, t_sum, &f);
 }
 
 // add_weights adds outputs [o0, o1) and inputs [c0, c1) of a weight
@@ -2135,7 +2182,7 @@ static void t_add_weights(void *p, size_t lo, size_t hi, int w) {
 
 // dw_by_parts runs fn over the batch's parts of cv->u images, each
 // setting its o x (k, k, c) sums at cv->parts + part * o*k*k*c, and adds
-// their sum in part order to dw (o, c, k, k): a weight gradient's bits
+// their sum (sum_first's order) to dw (o, c, k, k): a weight gradient's bits
 // depend on the parts, which the batch and the shape fix, never on the
 // threads (im2col's, the stem's and the direct path's).
 static void dw_by_parts(struct conv *cv, float *dw, task_fn fn) {
@@ -2247,7 +2294,7 @@ static void t_wino_dw(void *p, size_t lo, size_t hi, int w) {
 
 // k_wino_dw adds to dw (o, c, 3, 3) the weight gradient of a 3x3
 // stride-1 padding-1 convolution through Winograd's transforms: each
-// part's (m+2)^2 products, summed in part order, then brought back into
+// part's (m+2)^2 products, summed (sum_first), then brought back into
 // dwt (o, 3, 3, c) by k_wino_weights_grad, and dwt added to dw, both in
 // that pass. pmean, pscale, pbeta as in k_wino_forward: the forward's
 // input was x's BatchNorm and ReLU, which the transforms apply again.
@@ -2308,7 +2355,7 @@ static void t_few_dw(void *p, size_t lo, size_t hi, int w) {
 }
 
 // k_few_dw adds to dw (o, c, 3, 3) k_few_forward's weight gradient: each
-// part's sums, then their sum in part order.
+// part's sums, then their sum (sum_first).
 void k_few_dw(const struct k_conv_shape *s, float *dw, const float *dy, const float *x) {
 	struct conv cv = {.s = s, .x = x, .dy = dy};
 	cv.u = k_conv_part(s->n, s->h * s->w * (s->c + s->o));
