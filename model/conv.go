@@ -204,8 +204,8 @@ func (c *Conv2D) fusesInput() bool {
 }
 
 // Backward: dW += the weight gradient (each part of the batch's sums,
-// added in an order the part count fixes: par.c's sum_first), db += column sums of dy, and unless dx is nil,
-// dx = the input gradient.
+// added in an order the part count fixes: par.c's sum_first), db +=
+// column sums of dy, and unless dx is nil, dx = the input gradient.
 func (c *Conv2D) Backward(dx, dy, x, _ []float32, n int) { c.backward(dx, dy, x, n, nil) }
 
 // addsInputGrad reports whether backwardAdd is open to this layer: its

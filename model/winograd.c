@@ -397,8 +397,8 @@ INL void weights(int my, int mx, float *U, const float *w, float *wt, size_t o, 
 // cache: a store must first take it from there, which the Zen 5 VM did
 // at 6.9 GB/s against 105 for its own lines (scripts/bench/machine-probe.sh).
 // A throwaway harness (576 KB, the 7x7x64 layer's U, after the other core
-// read it): stores 58 to 86 us, non-temporal 18 to 21, with the reads
-// after them 14 us slower from memory. ResNet-20 at 2 threads
+// read it): stores 58 to 86 us, non-temporal 18 to 21, the reads after
+// them 6 -> 14 us (from memory). ResNet-20 at 2 threads
 // (docs/cpu-speed.md, "The 46th session"): these passes 1.02 -> 0.66 ms
 // a step. A thread that made U for itself (par.c's own kernels), or the
 // only thread, keeps it in its cache instead: stream 0.
