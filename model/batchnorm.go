@@ -31,6 +31,8 @@ type BatchNorm2d struct {
 	meanlo        []float32 // mean - meanf: the mean is meanf + meanlo
 	count         float64   // global number of values per channel
 	sums          []float64
+	given         []float32 // the input whose sums a convolution's forward left in sums (Conv2D.statsTo)
+	from          *Conv2D   // the convolution whose output this normalises, if it makes the statistics
 	relu          bool      // a ReLU fused after the normalisation
 	scale         []float32 // per-channel gamma*invstd of the last forward
 	ka, kb, kc    []float32 // per-channel terms of dx
@@ -117,6 +119,8 @@ func (l *BatchNorm2d) norm(x []float32, n int) (mean, scale []float32) {
 	g := l.W.Of(l.p.Data)
 	rows := n * l.hw
 	scale = l.scale
+	given := l.given
+	l.given = nil
 	if !l.mode.Training {
 		rm, rv := l.mean.Of(l.p.Buffers), l.vari.Of(l.p.Buffers)
 		for ch := range C {
@@ -125,8 +129,10 @@ func (l *BatchNorm2d) norm(x []float32, n int) (mean, scale []float32) {
 		return rm, scale
 	}
 	s := l.sums
-	clear(s)
-	bnStats(x, rows, C, s)
+	if len(given) != rows*C || rows == 0 || &given[0] != &x[0] {
+		clear(s)
+		bnStats(x, rows, C, s, l.from.statsRows(n))
+	}
 	s[2*C] = float64(rows)
 	if l.mode.Reduce != nil {
 		l.mode.Reduce(s)

@@ -40,6 +40,8 @@ func newBasicBlock(p *Params, mode *Mode, prefix string, inC, h, w, outC, stride
 	b.conv2 = NewConv2D(p, prefix+".conv2", outC, oh, ow, outC, 3, 1, 1, false)
 	b.bn2 = NewBatchNorm2d(p, mode, prefix+".bn2", outC, oh, ow)
 	b.bc = bnConv{bn: b.bn1, conv: b.conv2}
+	b.conv1.statsTo, b.conv2.statsTo = b.bn1, b.bn2
+	b.bn1.from, b.bn2.from = b.conv1, b.conv2
 	if stride != 1 || inC != outC {
 		b.scConv = NewConv2D(p, prefix+"."+sc+".0", inC, h, w, outC, 1, stride, 0, false)
 		b.scBN = NewBatchNorm2d(p, mode, prefix+"."+sc+".1", outC, oh, ow)

@@ -35,6 +35,9 @@ type Conv2D struct {
 	k, stride, pad   int
 	wt, dwt          []float32 // weight, and Winograd's weight gradient before par.c adds it to W's, as (outC, k, k, inC)
 	wflip            []float32 // stride 1 im2col: the flipped kernel as (k, k, outC, inC), for dx
+	// statsTo, when not nil, normalises this layer's output in training:
+	// a Winograd forward makes its statistics as it goes (winoPath).
+	statsTo *BatchNorm2d
 }
 
 // winograd turns Winograd's minimal filtering on for the 3x3 stride-1

@@ -52,13 +52,14 @@ func need(n int, vs ...[]float32) {
 
 // The wrappers below run their pass across the rank's threads (par.c).
 
-// bnStats adds per-channel sums of x and x*x to s[:C] and s[C:2C].
-func bnStats(x []float32, rows, c int, s []float64) {
+// bnStats adds per-channel sums of x and x*x to s[:C] and s[C:2C], in
+// parts of per rows (0: par.c's own cut).
+func bnStats(x []float32, rows, c int, s []float64, per int) {
 	need(rows*c, x)
 	if len(s) < 2*c {
 		panic("model: kernel buffer too short")
 	}
-	C.k_bn_stats_par(f32(x), C.size_t(rows), C.size_t(c), f64(s))
+	C.k_bn_stats_par(f32(x), C.size_t(rows), C.size_t(c), f64(s), C.size_t(per))
 }
 
 // bnWide reports whether BatchNorm's sums take their AVX-512 versions

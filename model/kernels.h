@@ -134,7 +134,7 @@ void k_colsum_par(float *db, const float *dy, size_t rows, size_t C);
 void k_gelu_backward_par(float *dx, const float *dy, const float *x, size_t n);
 void k_xent_par(float *d, const float *logits, const int32_t *labels, size_t rows, size_t V, float scale,
                 double *loss, int64_t *correct);
-void k_bn_stats_par(const float *x, size_t rows, size_t C, double *s);
+void k_bn_stats_par(const float *x, size_t rows, size_t C, double *s, size_t per);
 void k_bn_grad_sums_par(const float *x, const float *dy, size_t rows, size_t C, const float *mhi, const float *mlo,
                         const float *invstd, const float *scale, const float *beta, int relu, double *s);
 
@@ -191,8 +191,9 @@ void k_wino_spread(int grad, float *V, const float *x, size_t n, size_t h, size_
                    const struct k_wino_plan *p, int i, const struct k_pre *pre);
 void k_wino_gather(float *y, const float *M, size_t n, size_t h, size_t w, size_t O, int add, float *sink,
                    const struct k_wino_plan *p, int i);
-void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float *wt, int flip,
-                    float beta, int m, const float *pmean, const float *pscale, const float *pbeta);
+size_t k_wino_fwd_part(const struct k_conv_shape *s, int m);
+int k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float *wt, int flip,
+                   float beta, int m, const float *pmean, const float *pscale, const float *pbeta, double *stats);
 void k_wino_dw_part(float *dU, const float *x, const float *dy, size_t n, size_t h, size_t w, size_t C, size_t O,
                     float *work, const struct k_wino_plan *p, size_t sub, const struct k_pre *pre);
 void k_wino_weights_grad(float *dwt, const float *dU, size_t o, size_t c, const struct k_wino_plan *p, size_t p0,

@@ -32,7 +32,7 @@ func TestBNStats(t *testing.T) {
 					want[c+ch] += v * v
 				}
 			}
-			bnStats(x, rows, c, got)
+			bnStats(x, rows, c, got, 0)
 			if err := near.Check(want, got, 1e-13); err != nil {
 				t.Errorf("%d channels, %d rows: %v", c, rows, err)
 			}
@@ -68,7 +68,7 @@ func TestBNKernelsWideSameBits(t *testing.T) {
 			sums := func(wide int) (st, gs, gsRelu []float64) {
 				bnWide(wide)
 				st, gs, gsRelu = make([]float64, 2*c), make([]float64, 2*c), make([]float64, 2*c)
-				bnStats(x, rows, c, st)
+				bnStats(x, rows, c, st, 0)
 				bnGradSums(x, dy, rows, c, mhi, mlo, invstd, scale, beta, false, gs)
 				bnGradSums(x, dy, rows, c, mhi, mlo, invstd, scale, beta, true, gsRelu)
 				return st, gs, gsRelu
@@ -193,7 +193,7 @@ func BenchmarkBNKernels(b *testing.B) {
 	}{
 		{"sums", 8, func() { bnGradSums(x, dy, rows, c, m, m, v, v, a, true, s) }},
 		{"dx", 12, func() { bnDx(dx, dy, x, rows, c, m, a, v, m, v, a, true) }},
-		{"stats", 4, func() { bnStats(x, rows, c, s) }},
+		{"stats", 4, func() { bnStats(x, rows, c, s, 0) }},
 		{"affine", 8, func() { affine(dx, x, m, v, a, rows, c, true) }},
 		{"join", 12, func() { join(dx, x, m, v, a, y, nil, nil, nil, rows, c) }},
 		{"mask", 12, func() { reluMask(dx, dy, y, rows*c) }},

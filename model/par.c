@@ -1157,10 +1157,15 @@ void k_attention_backward_par(float *dqkv, const float *dout, const float *qkv, 
 // sum_parts cuts rows into at most MAXPARTS parts of whole 32-row blocks
 // (by the shape alone), runs fn on each with its own 2C sums cleared, and
 // adds the parts' sums to s in part order.
-static void sum_parts(struct ew *e, size_t rows, size_t C, double *s, task_fn fn) {
+// bn_part_rows is sum_parts' rows per part.
+static size_t bn_part_rows(size_t rows, size_t C) {
 	size_t per = (rows + MAXPARTS - 1) / MAXPARTS, min = rows_each(C);
 	per = per > min ? per : min;
-	per = (per + 31) / 32 * 32;
+	return (per + 31) / 32 * 32;
+}
+
+static void sum_parts(struct ew *e, size_t rows, size_t C, double *s, task_fn fn, size_t per) {
+	if (!per) per = bn_part_rows(rows, C);
 	size_t units = (rows + per - 1) / per;
 	e->s = partials(units * 2 * C * sizeof(double));
 	memset(e->s, 0, units * 2 * C * sizeof(double));
@@ -1180,9 +1185,11 @@ static void t_bn_stats(void *p, size_t lo, size_t hi, int w) {
 	(void)w;
 }
 
-void k_bn_stats_par(const float *x, size_t rows, size_t C, double *s) {
+// k_bn_stats_par: per, when not 0, is the rows of a part (a Winograd
+// forward's, whose passes can make the same sums: k_wino_forward).
+void k_bn_stats_par(const float *x, size_t rows, size_t C, double *s, size_t per) {
 	struct ew e = {.x = x};
-	sum_parts(&e, rows, C, s, t_bn_stats);
+	sum_parts(&e, rows, C, s, t_bn_stats, per);
 }
 
 static void t_bn_grad_sums(void *p, size_t lo, size_t hi, int w) {
@@ -1199,7 +1206,7 @@ static void t_bn_grad_sums(void *p, size_t lo, size_t hi, int w) {
 void k_bn_grad_sums_par(const float *x, const float *dy, size_t rows, size_t C, const float *mhi, const float *mlo,
                         const float *invstd, const float *scale, const float *beta, int relu, double *s) {
 	struct ew e = {.x = x, .dy = dy, .mean = mhi, .a = mlo, .k = invstd, .scale = scale, .beta = beta, .relu = relu};
-	sum_parts(&e, rows, C, s, t_bn_grad_sums);
+	sum_parts(&e, rows, C, s, t_bn_grad_sums, 0);
 }
 
 // ---- SGEMM across the threads: blocks of rows of C ----
@@ -1673,6 +1680,7 @@ struct conv {
 	int flip;
 	char made[MAXT];
 	const struct k_pre *pre; // Winograd: the BatchNorm and ReLU its input transform applies to x
+	double *stats;           // Winograd's forward: each part's BatchNorm sums of y (k_wino_forward)
 };
 
 #define IMAGES(cv, i, b0, b1)                     \
@@ -1739,6 +1747,7 @@ static void t_wino(void *p, size_t lo, size_t hi, int w) {
 		float *work = scratch(w, k_wino_work_floats(b1 - b0, s->w, s->c, s->o, cv->plan));
 		k_wino_conv(cv->y + b0 * out, cv->x + b0 * in, U, b1 - b0, s->h, s->w, s->c, s->o, cv->beta != 0, work,
 		            cv->plan, cv->pre);
+		if (cv->stats) k_bn_stats(cv->y + b0 * out, (b1 - b0) * s->h * s->w, s->o, cv->stats + i * 2 * s->o);
 	}
 }
 
@@ -2224,6 +2233,18 @@ static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 	}
 }
 
+static struct kept bnparts; // the parts' statistics
+
+// add_stats adds the parts' statistics to stats in part order, as
+// sum_parts does, and reports whether the pass made them.
+static int add_stats(const struct conv *cv, size_t parts, double *stats) {
+	if (!cv->stats) return 0;
+	size_t C2 = 2 * cv->s->o;
+	for (size_t u = 0; u < parts; u++)
+		for (size_t i = 0; i < C2; i++) stats[i] += cv->stats[u * C2 + i];
+	return 1;
+}
+
 // k_wino_forward: y (n, h, w, o) = x (n, h, w, c) convolved, 3x3 stride
 // 1 padding 1, with the kernels of w, added to y when beta is 1; parts
 // of the batch across the threads. w is the layer's weight in PyTorch's
@@ -2236,8 +2257,13 @@ static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 // layer, F(4x4)'s came to 150 MB in ResNet-50.
 // pmean, pscale, pbeta, when pmean is not NULL: the input is x's
 // BatchNorm and ReLU (struct k_pre; a forward where k_wino_fuses(c)).
-void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float *wt, int flip,
-                    float beta, int m, const float *pmean, const float *pscale, const float *pbeta) {
+// stats, when not NULL, is 2o sums that receive y's BatchNorm statistics,
+// each part's made while its y is in the core's cache: the bits of
+// k_bn_stats_par with parts of k_wino_fwd_part images, and one pass less
+// over y. It returns whether it made them (not where the pass runs
+// wide).
+int k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const float *w, float *wt, int flip,
+                   float beta, int m, const float *pmean, const float *pscale, const float *pbeta, double *stats) {
 	struct k_wino_plan plan;
 	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
 	size_t nu = k_wino_points(&plan) * k_wino_ld(s->c, s->o);
@@ -2245,6 +2271,10 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	struct conv cv = {.s = s, .x = x, .y = y, .beta = beta, .plan = &plan, .pre = pmean ? &pre : NULL};
 	cv.u = wino_part(s, &plan, 1);
 	size_t parts = (s->n + cv.u - 1) / cv.u;
+	if (stats && !wide(parts)) {
+		cv.stats = keep(&bnparts, parts * 2 * s->o * sizeof(double));
+		memset(cv.stats, 0, parts * 2 * s->o * sizeof(double));
+	}
 	if (nthreads > 1 && !wide(parts) && nu <= OWN_KERNELS) {
 		cv.u_floats = (nu + 15) & ~(size_t)15; // each thread's on its own cache lines
 		cv.u_own = keep(&ukern, (size_t)nthreads * cv.u_floats * sizeof(float));
@@ -2253,7 +2283,7 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 		cv.kw = w, cv.kwt = wt, cv.flip = flip;
 		own_runs++;
 		run(parts, t_wino, &cv);
-		return;
+		return add_stats(&cv, parts, stats);
 	}
 	float *u = keep(&ukern, nu * sizeof(float));
 	struct wk k = {
@@ -2265,9 +2295,18 @@ void k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 		struct wd d = {.s = s, .plan = &plan, .add = beta != 0, .C = s->c, .O = s->o, .u = cv.u, .parts = parts,
 		               .x = x, .U = u, .y = y, .pre = cv.pre};
 		wide_passes(&d);
-		return;
+		return 0;
 	}
 	run(parts, t_wino, &cv);
+	return add_stats(&cv, parts, stats);
+}
+
+// k_wino_fwd_part is the images of a part of k_wino_forward's passes
+// (BatchNorm's parts where the forward makes its statistics).
+size_t k_wino_fwd_part(const struct k_conv_shape *s, int m) {
+	struct k_wino_plan plan;
+	k_wino_plan(&plan, s->h, s->w, s->c, s->o, m);
+	return wino_part(s, &plan, 1);
 }
 
 // wino_dw_sub is the images a weight gradient's part transforms at a
