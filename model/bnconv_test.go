@@ -52,8 +52,7 @@ func TestBNConvFused(t *testing.T) {
 		t.Skipf("this CPU has winograd.c's level %d: the fused transforms are AVX-512's, so nothing is fused (the unfused path is every other test's)", cpu)
 	}
 	levels := []int{4, 3} // AVX2's runs unfused
-	type result struct{ y, dx, grad, bufs []float32 }
-	run := func(sh int, training bool, fused bool) (result, bool) {
+	run := func(sh int, training bool, fused bool) (blockRun, bool) {
 		fuseBN = fused
 		defer func() { fuseBN = true }()
 		p := &Params{}
@@ -79,7 +78,7 @@ func TestBNConvFused(t *testing.T) {
 		if training { // evaluation's backward has no batch statistics to use
 			b.Backward(dx, dy, x, y, n)
 		}
-		return result{y, dx, slices.Clone(p.Grad), slices.Clone(p.Buffers)}, bc.fused
+		return blockRun{y, dx, slices.Clone(p.Grad), slices.Clone(p.Buffers)}, bc.fused
 	}
 	for _, lv := range levels {
 		winoLevel(lv)
@@ -93,16 +92,27 @@ func TestBNConvFused(t *testing.T) {
 					if wasFused || fused != (lv == 4) {
 						t.Fatalf("%s: fused %v with fuseBN off, %v with it on", name, wasFused, fused)
 					}
-					for _, c := range []struct {
-						what      string
-						got, want []float32
-					}{{"y", got.y, want.y}, {"dx", got.dx, want.dx}, {"gradients", got.grad, want.grad}, {"buffers", got.bufs, want.bufs}} {
-						if i := firstDiff(c.got, c.want); i >= 0 {
-							t.Errorf("%s: %s[%d] = %v fused, %v unfused", name, c.what, i, c.got[i], c.want[i])
-						}
-					}
+					sameBlockBits(t, name, "fused", "unfused", got, want)
 				}
 			}
+		}
+	}
+}
+
+// blockRun is what a block's forward and backward leave: its output,
+// its input gradient, every gradient and every buffer.
+type blockRun struct{ y, dx, grad, bufs []float32 }
+
+// sameBlockBits reports each of got's slices whose bits differ from
+// want's (how and wantHow name the two runs), at its first difference.
+func sameBlockBits(t *testing.T, name, how, wantHow string, got, want blockRun) {
+	t.Helper()
+	for _, c := range []struct {
+		what      string
+		got, want []float32
+	}{{"y", got.y, want.y}, {"dx", got.dx, want.dx}, {"gradients", got.grad, want.grad}, {"buffers", got.bufs, want.bufs}} {
+		if i := firstDiff(c.got, c.want); i >= 0 {
+			t.Errorf("%s: %s[%d] = %v %s, %v %s", name, c.what, i, c.got[i], how, c.want[i], wantHow)
 		}
 	}
 }

@@ -26,8 +26,7 @@ func TestBNStatsInConv(t *testing.T) {
 		n, c, h int
 		wide    int // the threads from which the forwards run wide
 	}{{64, 16, 28, 33}, {8, 32, 14, 9}}
-	type result struct{ y, dx, grad, bufs []float32 }
-	run := func(sh int, inConv bool) (result, int) {
+	run := func(sh int, inConv bool) (blockRun, int) {
 		statsInConv = inConv
 		c, h, n := shapes[sh].c, shapes[sh].h, shapes[sh].n
 		p := &Params{}
@@ -45,7 +44,7 @@ func TestBNStatsInConv(t *testing.T) {
 		}
 		clear(p.Grad)
 		b.Backward(dx, dy, x, y, n)
-		return result{y, dx, slices.Clone(p.Grad), slices.Clone(p.Buffers)}, statsMade - before
+		return blockRun{y, dx, slices.Clone(p.Grad), slices.Clone(p.Buffers)}, statsMade - before
 	}
 	for _, threads := range []int{1, 2, 16} {
 		SetThreads(threads)
@@ -60,14 +59,7 @@ func TestBNStatsInConv(t *testing.T) {
 			if off != 0 || on != want4 {
 				t.Fatalf("%s: %d forwards made their statistics with statsInConv off, %d with it on, want %d", name, off, on, want4)
 			}
-			for _, c := range []struct {
-				what      string
-				got, want []float32
-			}{{"y", got.y, want.y}, {"dx", got.dx, want.dx}, {"gradients", got.grad, want.grad}, {"buffers", got.bufs, want.bufs}} {
-				if i := firstDiff(c.got, c.want); i >= 0 {
-					t.Errorf("%s: %s[%d] = %v with the statistics made in the convolution, %v without", name, c.what, i, c.got[i], c.want[i])
-				}
-			}
+			sameBlockBits(t, name, "with the statistics made in the convolution", "without", got, want)
 		}
 	}
 }

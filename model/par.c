@@ -1157,6 +1157,12 @@ void k_attention_backward_par(float *dqkv, const float *dout, const float *qkv, 
 // sum_parts cuts rows into at most MAXPARTS parts of whole 32-row blocks
 // (by the shape alone), runs fn on each with its own 2C sums cleared, and
 // adds the parts' sums to s in part order.
+// add_parts adds units parts of n sums each to s, in part order.
+static void add_parts(double *s, const double *parts, size_t units, size_t n) {
+	for (size_t u = 0; u < units; u++)
+		for (size_t i = 0; i < n; i++) s[i] += parts[u * n + i];
+}
+
 // bn_part_rows is sum_parts' rows per part.
 static size_t bn_part_rows(size_t rows, size_t C) {
 	size_t per = (rows + MAXPARTS - 1) / MAXPARTS, min = rows_each(C);
@@ -1171,8 +1177,7 @@ static void sum_parts(struct ew *e, size_t rows, size_t C, double *s, task_fn fn
 	memset(e->s, 0, units * 2 * C * sizeof(double));
 	e->u = per;
 	ew_run(e, rows, C, fn);
-	for (size_t u = 0; u < units; u++)
-		for (size_t i = 0; i < 2 * C; i++) s[i] += e->s[u * 2 * C + i];
+	add_parts(s, e->s, units, 2 * C);
 }
 
 static void t_bn_stats(void *p, size_t lo, size_t hi, int w) {
@@ -2235,13 +2240,11 @@ static void t_wino_weights_grad(void *p, size_t lo, size_t hi, int w) {
 
 static struct kept bnparts; // the parts' statistics
 
-// add_stats adds the parts' statistics to stats in part order, as
-// sum_parts does, and reports whether the pass made them.
+// add_stats adds the parts' statistics to stats as sum_parts does, and
+// reports whether the pass made them.
 static int add_stats(const struct conv *cv, size_t parts, double *stats) {
 	if (!cv->stats) return 0;
-	size_t C2 = 2 * cv->s->o;
-	for (size_t u = 0; u < parts; u++)
-		for (size_t i = 0; i < C2; i++) stats[i] += cv->stats[u * C2 + i];
+	add_parts(stats, cv->stats, parts, 2 * cv->s->o);
 	return 1;
 }
 
