@@ -1792,15 +1792,30 @@ static struct kept ukern; // the transformed kernels
 
 // OWN_KERNELS: the most floats of a layer's transformed kernels that
 // every thread makes for itself, on its first part of the pass, instead
-// of one pass of WINO_BLOCK outputs a unit before the products. A
-// 16-channel layer's (36 x 16 x 16) were one unit: one thread
-// transformed while the others waited, then every thread's products
-// read them from its cache (ResNet-20, 2 threads, `perf record`: that
-// pass took 2.2 times its one-thread time). Made by each thread, they
-// are the same values, and stay in its own cache; 16 Ki floats, the
-// 16-channel layers' 9,216 and not the 32-channel ones' (which are 2
-// units or more already).
+// of one pass of WINO_BLOCK outputs a unit before the products, at any
+// thread count. A 16-channel layer's (36 x 16 x 16) were one unit: one
+// thread transformed while the others waited, then every thread's
+// products read them from its cache (ResNet-20, 2 threads, `perf
+// record`: that pass took 2.2 times its one-thread time). Made by each
+// thread, they are the same values, and stay in its own cache; 16 Ki
+// floats, the 16-channel layers' 9,792.
 #define OWN_KERNELS (16 * 1024)
+
+// OWN_COPIES: larger kernels are each thread's own too where all the
+// threads' copies together are at most this many floats (1.25 MiB). The
+// shared pass writes them with non-temporal stores (k_wino_weights), so
+// every thread's products then read them from memory, which its own copy
+// spares; the copies cost nthreads - 1 more transforms. At 2 threads
+// that takes ResNet-20's 32- and 64-channel layers (104,000 and 148,032
+// floats): `train bench step --passes`, 2 threads, 6 rounds, their
+// t_wino_weights passes (0.68 ms a step) gone and t_wino's 11.42 ms a
+// step 11.46; scripts/bench/ab-step.sh 1.009 (12 of 16 rounds faster,
+// medians 27.26 -> 26.87 ms), 1.015 (8 of 12) in another run. At
+// 16 threads only the 16-channel layers stay (their copies 157 K): the
+// copies' transforms would cost more than the shared pass's reads there.
+#define OWN_COPIES (320 * 1024)
+
+static int own_kernels(size_t nu) { return nu <= OWN_KERNELS || (size_t)nthreads * nu <= OWN_COPIES; }
 
 // k_wino_own_runs counts the passes whose threads made their own kernels
 // (a test's check that its shapes take the path).
@@ -2278,7 +2293,7 @@ int k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const
 		cv.stats = keep(&bnparts, parts * 2 * s->o * sizeof(double));
 		memset(cv.stats, 0, parts * 2 * s->o * sizeof(double));
 	}
-	if (nthreads > 1 && !wide(parts) && nu <= OWN_KERNELS) {
+	if (nthreads > 1 && !wide(parts) && own_kernels(nu)) {
 		cv.u_floats = (nu + 15) & ~(size_t)15; // each thread's on its own cache lines
 		cv.u_own = keep(&ukern, (size_t)nthreads * cv.u_floats * sizeof(float));
 		// Every thread transforms all of it, so the copy is made here, once.

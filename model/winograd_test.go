@@ -569,23 +569,39 @@ func products(d []float32, p, ld, n int) []float32 {
 }
 
 // TestWinogradOwnKernels: where each thread makes its own transformed
-// kernels (small layers, passes of at least as many parts as threads),
-// the forward, the input gradient (the rotated kernels, channels
-// swapped: 16 in and 32 out, and 32 in and 16 out, under F(2x2)) and the
-// weight gradient are the one-thread path's bits at 2 and 3 threads.
+// kernels (small layers at any thread count, larger ones where the
+// threads' copies together stay small: par.c's own_kernels; passes of at
+// least as many parts as threads), the forward, the input gradient (the
+// rotated kernels, channels swapped: 16 in and 32 out, and 32 in and 16
+// out, under F(2x2)) and the weight gradient are the one-thread path's
+// bits at 2 and 3 threads; and where the copies would be too large (the
+// 64-channel layer at 3 threads) the shared pass's.
 func TestWinogradOwnKernels(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
 	defer SetThreads(1)
-	for _, sh := range [][6]int{{4, 16, 28, 28, 16, 16}, {2, 16, 12, 12, 16, 32}, {2, 16, 9, 9, 32, 16}} {
+	for _, c := range []struct {
+		sh  [6]int
+		own map[int]int // threads: the passes that make their own kernels
+	}{
+		{[6]int{4, 16, 28, 28, 16, 16}, map[int]int{2: 2, 3: 2}},
+		{[6]int{2, 16, 12, 12, 16, 32}, map[int]int{2: 2, 3: 2}},
+		{[6]int{2, 16, 9, 9, 32, 16}, map[int]int{2: 2, 3: 2}},
+		// ResNet-20's 32- and 64-channel layers: 104,000 and 148,032
+		// floats, own at 2 threads; at 3 the 64-channel layer's copies
+		// (444,096 floats) are more than OWN_COPIES.
+		{[6]int{4, 24, 14, 14, 32, 32}, map[int]int{2: 2, 3: 2}},
+		{[6]int{4, 64, 7, 7, 64, 64}, map[int]int{2: 2, 3: 0}},
+	} {
+		sh := c.sh
 		run := convAtThreads(t, sh, 11)
 		y1, dx1, dw1 := run(1)
 		for _, threads := range []int{2, 3} {
 			before := ownRuns()
 			y2, dx2, dw2 := run(threads)
 			// The forward and the input gradient.
-			if got := ownRuns() - before; got != 2 {
-				t.Errorf("%v: %d passes made their own kernels at %d threads, want 2", sh, got, threads)
+			if got := ownRuns() - before; got != c.own[threads] {
+				t.Errorf("%v: %d passes made their own kernels at %d threads, want %d", sh, got, threads, c.own[threads])
 			}
 			for _, c := range []struct {
 				name      string
