@@ -1684,6 +1684,11 @@ struct conv {
 	size_t u_floats;
 	int flip;
 	char made[MAXT];
+	// An own-kernels forward's copy of the weight into wt (o, 3, 3, c) for
+	// the input gradient: blocks of PERM_ROWS outputs, each taken by the
+	// first thread to ask (permute_share).
+	float *perm_wt;
+	_Atomic size_t perm_next;
 	const struct k_pre *pre; // Winograd: the BatchNorm and ReLU its input transform applies to x
 	double *stats;           // Winograd's forward: each part's BatchNorm sums of y (k_wino_forward)
 };
@@ -1729,12 +1734,35 @@ void k_conv_forward(const struct k_conv_shape *s, float *y, const float *x, cons
 	run((s->n + cv.u - 1) / cv.u, t_conv_fwd, &cv);
 }
 
+// PERM_ROWS: the outputs of a block of permute_share.
+#define PERM_ROWS 8
+
+// permute_share copies blocks of the weight into perm_wt until none is
+// left, each block taken by one thread: every thread of an own-kernels
+// pass calls it on its first part, so the copy is done by the pass's
+// end, by whichever threads came, with no pass of its own. Made by the
+// caller before the pass, it was serial: ResNet-20 at 2 threads, once
+// the 32- and 64-channel layers' kernels were own (OWN_COPIES), `train
+// bench step --passes` put 1.25 to 1.29 ms a step between passes, the
+// gaps before those forwards 0.17; shared out, 0.87 to 0.99 and 0.04-0.05
+// (2 runs each, turned order). The forward does not read the copy (its
+// kernels come from kw), only the input gradient's later pass.
+static void permute_share(struct conv *cv) {
+	if (!cv->perm_wt) return;
+	size_t o = cv->s->o, c = cv->s->c, j;
+	while ((j = atomic_fetch_add_explicit(&cv->perm_next, 1, memory_order_relaxed)) * PERM_ROWS < o) {
+		size_t o0 = j * PERM_ROWS, o1 = o0 + PERM_ROWS < o ? o0 + PERM_ROWS : o;
+		k_permute_weights(cv->perm_wt, cv->kw, o0, o1, c, 9);
+	}
+}
+
 // kernels is worker w's transformed kernels for a Winograd pass: the
 // shared ones, or its own, made on its first part.
 static const float *kernels(struct conv *cv, int w) {
 	if (!cv->u_own) return cv->w;
 	float *u = cv->u_own + (size_t)w * cv->u_floats;
 	if (!cv->made[w]) {
+		permute_share(cv);
 		size_t o = cv->flip ? cv->s->c : cv->s->o, c = cv->flip ? cv->s->o : cv->s->c;
 		k_wino_weights(u, cv->kw, cv->flip ? cv->kwt : NULL, o, c, cv->flip, cv->plan, 0, o, 0, c, 0);
 		cv->made[w] = 1;
@@ -2296,8 +2324,8 @@ int k_wino_forward(const struct k_conv_shape *s, float *y, const float *x, const
 	if (nthreads > 1 && !wide(parts) && own_kernels(nu)) {
 		cv.u_floats = (nu + 15) & ~(size_t)15; // each thread's on its own cache lines
 		cv.u_own = keep(&ukern, (size_t)nthreads * cv.u_floats * sizeof(float));
-		// Every thread transforms all of it, so the copy is made here, once.
-		if (!flip && wt) k_permute_weights(wt, w, 0, s->o, s->c, 9);
+		// Every thread transforms all of it, so the copy is shared out.
+		if (!flip && wt) cv.perm_wt = wt;
 		cv.kw = w, cv.kwt = wt, cv.flip = flip;
 		own_runs++;
 		run(parts, t_wino, &cv);
