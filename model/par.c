@@ -1839,8 +1839,9 @@ static struct kept ukern; // the transformed kernels
 // t_wino_weights passes (0.68 ms a step) gone and t_wino's 11.42 ms a
 // step 11.46; scripts/bench/ab-step.sh 1.009 (12 of 16 rounds faster,
 // medians 27.26 -> 26.87 ms), 1.015 (8 of 12) in another run. At
-// 16 threads only the 16-channel layers stay (their copies 157 K): the
-// copies' transforms would cost more than the shared pass's reads there.
+// 16 threads only the 16-channel layers stay (their copies 157 K), on
+// the reasoning that 16 transforms of a layer would cost more than the
+// shared pass's reads: not measured (no 16-core machine since).
 #define OWN_COPIES (320 * 1024)
 
 static int own_kernels(size_t nu) { return nu <= OWN_KERNELS || (size_t)nthreads * nu <= OWN_COPIES; }
