@@ -1154,9 +1154,6 @@ void k_attention_backward_par(float *dqkv, const float *dout, const float *qkv, 
 // threads, and no more, so that parts stay big.
 #define MAXPARTS 16
 
-// sum_parts cuts rows into at most MAXPARTS parts of whole 32-row blocks
-// (by the shape alone), runs fn on each with its own 2C sums cleared, and
-// adds the parts' sums to s in part order.
 // add_parts adds units parts of n sums each to s, in part order.
 static void add_parts(double *s, const double *parts, size_t units, size_t n) {
 	for (size_t u = 0; u < units; u++)
@@ -1170,6 +1167,10 @@ static size_t bn_part_rows(size_t rows, size_t C) {
 	return (per + 31) / 32 * 32;
 }
 
+// sum_parts cuts rows into parts of per rows (0: bn_part_rows', at most
+// MAXPARTS parts of whole 32-row blocks, by the shape alone), runs fn on
+// each with its own 2C sums cleared, and adds the parts' sums to s in
+// part order.
 static void sum_parts(struct ew *e, size_t rows, size_t C, double *s, task_fn fn, size_t per) {
 	if (!per) per = bn_part_rows(rows, C);
 	size_t units = (rows + per - 1) / per;

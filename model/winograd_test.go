@@ -580,7 +580,7 @@ func TestWinogradOwnKernels(t *testing.T) {
 	defer func() { winoTile = 0 }()
 	defer UseWinograd(winograd)
 	defer SetThreads(1)
-	for _, c := range []struct {
+	for _, tc := range []struct {
 		sh  [6]int
 		own map[int]int // threads: the passes that make their own kernels
 	}{
@@ -593,15 +593,15 @@ func TestWinogradOwnKernels(t *testing.T) {
 		{[6]int{4, 24, 14, 14, 32, 32}, map[int]int{2: 2, 3: 2}},
 		{[6]int{4, 64, 7, 7, 64, 64}, map[int]int{2: 2, 3: 0}},
 	} {
-		sh := c.sh
+		sh := tc.sh
 		run := convAtThreads(t, sh, 11)
 		y1, dx1, dw1 := run(1)
 		for _, threads := range []int{2, 3} {
 			before := ownRuns()
 			y2, dx2, dw2 := run(threads)
 			// The forward and the input gradient.
-			if got := ownRuns() - before; got != c.own[threads] {
-				t.Errorf("%v: %d passes made their own kernels at %d threads, want %d", sh, got, threads, c.own[threads])
+			if got := ownRuns() - before; got != tc.own[threads] {
+				t.Errorf("%v: %d passes made their own kernels at %d threads, want %d", sh, got, threads, tc.own[threads])
 			}
 			for _, c := range []struct {
 				name      string
