@@ -11,7 +11,15 @@ import (
 // checkpoint: the weights a run starts from, for PyTorch or for reference
 // tests. It builds the session a run would (NewSession, without MPI or a
 // device) and saves its initial state.
+//
+// Only the data's shape and classes reach the parameters, so synthetic
+// data is made no longer than one batch: 50,000 images of 3x64x64 (the
+// default count) took 3.5 of `train init`'s 4 s for ResNet-18, and 700
+// MB.
 func WriteInit(cfg Config, path string) error {
+	if cfg.Data.Dir == "synthetic" {
+		cfg.Data.SyntheticSamples = min(cfg.Data.SyntheticSamples, max(cfg.Data.BatchSize, 1))
+	}
 	s, err := NewSession(nil, cfg, Options{Local: true})
 	if err != nil {
 		return err
