@@ -202,7 +202,7 @@ func TestBadInput(t *testing.T) {
 	truncated := copyData(t, func(raw []byte) []byte { return raw[:len(raw)/2] })
 	badMagic := copyData(t, func(raw []byte) []byte { raw[0], raw[1] = 'P', 'K'; return raw })
 
-	for _, tc := range []struct {
+	cases := []struct {
 		name string
 		np   int
 		args []string
@@ -238,29 +238,37 @@ func TestBadInput(t *testing.T) {
 		{"--bucket-mb under local-sgd", 2, []string{"--strategy", "local-sgd", "--bucket-mb", "4"}, []string{"--bucket-mb", "local-sgd"}},
 		{"bench allreduce --device cuda --segment-kb", 2, []string{"bench", "allreduce", "--device", "cuda", "--segment-kb", "64"}, []string{"--segment-kb", "--device cuda"}},
 		{"bench allreduce --device cuda --slots", 2, []string{"bench", "allreduce", "--device", "cuda", "--slots", "2"}, []string{"--slots", "--device cuda"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := tc.args
-			if args[0] != "bench" {
-				args = append(args, "--max-steps", "5")
-			}
-			r := trainRun(t, tc.np, time.Minute, nil, args...)
-			if r.code == 0 {
-				t.Fatalf("exit 0\n%s%s", r.stdout, r.stderr)
-			}
-			lines := trainLines(r.stderr)
-			if len(lines) != 1 {
-				t.Fatalf("want one line from train, got %d:\n%s", len(lines), r.stderr)
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(lines[0], w) {
-					t.Errorf("line %q lacks %q", lines[0], w)
-				}
-			}
-			noTrace(t, r)
-			t.Logf("exit %d in %v: %s", r.code, r.took.Round(time.Millisecond), lines[0])
-		})
 	}
+	// The cases run side by side (t.Parallel, within go test's -parallel):
+	// each spends most of its time in mpirun's teardown, 1 s after a rank
+	// exits non-zero (26 of them in sequence took 48 s). The group ends
+	// when every case has, before the checkpoint directory is compared.
+	t.Run("case", func(t *testing.T) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				args := tc.args
+				if args[0] != "bench" {
+					args = append(args, "--max-steps", "5")
+				}
+				r := trainRun(t, tc.np, time.Minute, nil, args...)
+				if r.code == 0 {
+					t.Fatalf("exit 0\n%s%s", r.stdout, r.stderr)
+				}
+				lines := trainLines(r.stderr)
+				if len(lines) != 1 {
+					t.Fatalf("want one line from train, got %d:\n%s", len(lines), r.stderr)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(lines[0], w) {
+						t.Errorf("line %q lacks %q", lines[0], w)
+					}
+				}
+				noTrace(t, r)
+				t.Logf("exit %d in %v: %s", r.code, r.took.Round(time.Millisecond), lines[0])
+			})
+		}
+	})
 	after := dirBytes(t, ckpts)
 	if len(after) != len(before) {
 		t.Errorf("checkpoint dir had %d files, now %d", len(before), len(after))
