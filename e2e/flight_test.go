@@ -66,10 +66,32 @@ func flightArgs(dir string, more ...string) []string {
 	return append([]string{"--model", "mlp", "--log-every", "1", "--flight-dir", dir, "--stall-warn", "2s", "--stall-timeout", "6s"}, more...)
 }
 
+// TestStallAborts runs the jobs that abort on --stall-timeout side by
+// side, as parallel subtests of one test that runs in sequence with the
+// others: flightHang (1), flightSkippedCollective (2), flightSilentWorker
+// (5) and stall (ops_test.go). Each job spends 6 of its 8.6 s with its
+// ranks asleep, waiting for the timeout; four in a row took 34 s. They
+// assert what the watchdog and the doctor say, not how long anything
+// took, and nothing else of the suite runs beside them.
+// TestFlightSlowRankAndSIGUSR2 (4) stays on its own: it bounds how long
+// the others waited for the slow rank.
+func TestStallAborts(t *testing.T) {
+	e2e(t)
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{{"FlightHang", flightHang}, {"FlightSkippedCollective", flightSkippedCollective}, {"FlightSilentWorker", flightSilentWorker}, {"Stall", stall}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t)
+		})
+	}
+}
+
 // 1. A rank that hangs before the gradient allreduce of step 5: the
 // watchdog's message says where the dumps are, and the doctor names the
 // rank and the allreduce the others wait in.
-func TestFlightHang(t *testing.T) {
+func flightHang(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
 	r := trainRun(t, 3, time.Minute, []string{"TRAIN_FAULT=1:5:hang"}, flightArgs(dir, "--max-steps", "50")...)
@@ -90,7 +112,7 @@ func TestFlightHang(t *testing.T) {
 // 2. A rank that skips the gradient allreduce of step 5 goes on to the
 // next collective (the log line's sum, with --log-every 1) while the
 // others are in the allreduce.
-func TestFlightSkippedCollective(t *testing.T) {
+func flightSkippedCollective(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
 	r := trainRun(t, 3, time.Minute, []string{"TRAIN_FAULT=1:5:skip"}, flightArgs(dir, "--max-steps", "50")...)
@@ -164,7 +186,7 @@ func TestFlightSlowRankAndSIGUSR2(t *testing.T) {
 
 // 5. A parameter-server worker that stops talking to its server: the
 // server waits for its message, the other workers wait for the server.
-func TestFlightSilentWorker(t *testing.T) {
+func flightSilentWorker(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
 	r := trainRun(t, 4, time.Minute, []string{"TRAIN_FAULT=1:5:hang"},

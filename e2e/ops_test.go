@@ -235,9 +235,10 @@ func slicesContains(s []string, v string) bool {
 	return false
 }
 
-// TestStall: a rank that hangs is named, with the step, by rank 0's
-// watchdog, and the job aborts after --stall-timeout.
-func TestStall(t *testing.T) {
+// stall: a rank that hangs is named, with the step, by rank 0's
+// watchdog, and the job aborts after --stall-timeout (run by
+// TestStallAborts, flight_test.go).
+func stall(t *testing.T) {
 	e2e(t)
 	r := trainRun(t, 3, time.Minute, []string{"TRAIN_FAULT=1:5:hang"},
 		"--max-steps", "50", "--log-every", "1", "--stall-warn", "2s", "--stall-timeout", "6s")
