@@ -15,7 +15,10 @@ var hugePages bool
 // ask for huge pages (hugeFloats). The trainer turns it on for ZeRO
 // stages 2 and 3 only: a GPT of 6 layers, dim 384, context 256 ran 0.92
 // times as fast with huge pages under plain data parallelism
-// (scripts/bench/ab-step.sh, np=1, --threads 2, 4 rounds, none faster).
+// (scripts/bench/ab-step.sh, np=1, --threads 2, 4 rounds, none faster),
+// and on the Zen 5 VM 0.81 with every activation, gradient and scratch
+// buffer of the model advised as well (docs/cpu-speed.md, the 48th
+// session), though the system-wide setting "always" sped it 1.04.
 func UseHugePages(on bool) { hugePages = on }
 
 // hugeFloats allocates n float32s, and when they are large (and
