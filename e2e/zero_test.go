@@ -89,25 +89,33 @@ func TestAccumAndGlobalBatch(t *testing.T) {
 	_, g2 := trainAt(t, 2, 2, dir, "g2", 30, append(append([]string{}, gpt...), "--batch-size", "4", "--global-batch", "48", "--accum-steps", "auto")...)
 	gptSame(t, "--global-batch 48 at np=3 against np=2", g2, g3, 32)
 
-	for _, c := range []struct {
-		np   int
-		args []string
-		want string
-	}{
-		{4, []string{"--global-batch", "30"}, "--global-batch 30 does not split over 4 data-parallel replicas: run on a number of replicas that divides it (1, 2, 3, 5, 6, 10, 15, 30)"},
-		{2, []string{"--global-batch", "48", "--accum-steps", "5"}, "--accum-steps 5 does not divide the 24 samples"},
-		{2, []string{"--global-batch", "48", "--lr-scaling", "linear"}, "--lr-scaling linear with --global-batch 48"},
-		{1, []string{"--accum-steps", "auto"}, "--accum-steps auto needs --global-batch"},
-		{2, []string{"--zero", "3", "--strategy", "local-sgd"}, "--zero 3 with --strategy local-sgd"},
-		{2, []string{"--zero", "3", "--allreduce", "mpi"}, "--zero 3 with --allreduce mpi"},
-	} {
-		r := trainRun(t, c.np, time.Minute, nil, append(append([]string{}, gpt...), c.args...)...)
-		lines := trainLines(r.stderr)
-		if r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
-			t.Errorf("%v: exit %d, lines %q; want one line with %q", c.args, r.code, lines, c.want)
+	// The refusals side by side (each waits 1 s in mpirun's teardown after
+	// a rank exits non-zero; 10 s in a row), as parallel subtests of a
+	// group that ends before this test does.
+	t.Run("refused", func(t *testing.T) {
+		for _, c := range []struct {
+			np   int
+			args []string
+			want string
+		}{
+			{4, []string{"--global-batch", "30"}, "--global-batch 30 does not split over 4 data-parallel replicas: run on a number of replicas that divides it (1, 2, 3, 5, 6, 10, 15, 30)"},
+			{2, []string{"--global-batch", "48", "--accum-steps", "5"}, "--accum-steps 5 does not divide the 24 samples"},
+			{2, []string{"--global-batch", "48", "--lr-scaling", "linear"}, "--lr-scaling linear with --global-batch 48"},
+			{1, []string{"--accum-steps", "auto"}, "--accum-steps auto needs --global-batch"},
+			{2, []string{"--zero", "3", "--strategy", "local-sgd"}, "--zero 3 with --strategy local-sgd"},
+			{2, []string{"--zero", "3", "--allreduce", "mpi"}, "--zero 3 with --allreduce mpi"},
+		} {
+			t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+				t.Parallel()
+				r := trainRun(t, c.np, time.Minute, nil, append(append([]string{}, gpt...), c.args...)...)
+				lines := trainLines(r.stderr)
+				if r.code == 0 || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+					t.Errorf("%v: exit %d, lines %q; want one line with %q", c.args, r.code, lines, c.want)
+				}
+				noTrace(t, r)
+			})
 		}
-		noTrace(t, r)
-	}
+	})
 }
 
 // TestZeroElastic: a GPT run with --global-batch 48 stopped at np=4 and
