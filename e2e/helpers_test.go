@@ -142,7 +142,10 @@ func e2e(t *testing.T) {
 // non-zero, and TestBadInput used 12% of the machine's 2 cores over its 24
 // s). A test that bounds how long a failing job takes to end
 // (TestRankFailure, TestPipelineFailure) or that waits on a stall's
-// detection (the flight recorder's) stays in sequence. Setting that
+// detection (the flight recorder's) stays in sequence; where its own jobs
+// mostly wait, they run side by side as its parallel subtests, with
+// nothing else of the suite beside them (TestStallAborts,
+// TestRankFailure; TestPipelineFailure's four-rank jobs do not). Setting that
 // timeout to 0 instead lost the failing rank's message: mpirun killed the
 // job before forwarding its stderr.
 func alongside(t *testing.T) {
