@@ -122,12 +122,29 @@ func eventually(t *testing.T, within time.Duration, check func() string) {
 	t.Fatalf("within %v: %s", within, last)
 }
 
-// TestPrometheus scrapes a 2-rank training run with a real Prometheus and
+// TestMetricsServers runs prometheus and pushgatewaySilent side by side
+// (parallel subtests of a test in sequence with the rest): each spends
+// most of its time waiting, on Prometheus's scrapes or on the silent
+// gateway's timeouts (7.5 and 10.5 s in a row), on ports of its own.
+func TestMetricsServers(t *testing.T) {
+	e2e(t)
+	for _, c := range []struct {
+		name string
+		run  func(*testing.T)
+	}{{"Prometheus", prometheus}, {"PushgatewaySilent", pushgatewaySilent}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t)
+		})
+	}
+}
+
+// prometheus scrapes a 2-rank training run with a real Prometheus and
 // receives its pushes in a real Pushgateway (Debian's packages, started
 // here on ports of their own), asserting through Prometheus' query API:
 // the samples counter rises on both ranks, the loss and step-time series
 // exist, and the pushed series arrive under the job's name.
-func TestPrometheus(t *testing.T) {
+func prometheus(t *testing.T) {
 	e2e(t)
 	ports := freePorts(t, 3)
 	train, prom, gw := ports[0], ports[1], ports[2]
@@ -387,13 +404,13 @@ func TestPrometheusScripts(t *testing.T) {
 	}
 }
 
-// TestPushgatewaySilent: a Pushgateway that takes the connection and
+// pushgatewaySilent: a Pushgateway that takes the connection and
 // never answers does not hold the job: every step pushes
 // (--pushgateway-every 1), the job ends with exit 0 within the push's
 // timeout (5 s) twice over, and says so in two lines (the first failure,
 // the end's). Before, rank 0 waited in the first push with no timeout,
 // every other rank in the next collective, and SIGTERM went unheard.
-func TestPushgatewaySilent(t *testing.T) {
+func pushgatewaySilent(t *testing.T) {
 	e2e(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
