@@ -51,6 +51,8 @@ void k_embed_backward_par(float *dwte, float *dwpe, const float *dy, const float
 #define MAXT 256
 int k_set_cpus(int n);
 int k_set_threads(int n);
+int k_pin(void);
+int k_pinned_cpu(int w);
 void k_set_sgemm(void *f);
 // Float32 products of our own on the AVX-512 FMA units (gemm_avx512.c).
 int k_avx512_enable(int on);

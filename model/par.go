@@ -38,6 +38,31 @@ func SetThreads(n int) int {
 	return got
 }
 
+// pinLocked: Pin locked the calling goroutine to its OS thread.
+var pinLocked bool
+
+// Pin pins the pool's threads one to a CPU of this process's affinity
+// when it has exactly one thread per CPU (par.c: k_pin), the calling
+// goroutine's OS thread (locked to it: the passes it starts must run on
+// that thread) to the first, and otherwise undoes an earlier pinning. Call
+// it after SetThreads and SetCPUs, from the goroutine that will run the
+// passes. It reports whether the threads are pinned.
+func Pin() bool {
+	if !pinLocked {
+		runtime.LockOSThread()
+	}
+	on := C.k_pin() != 0
+	if !on {
+		runtime.UnlockOSThread()
+	}
+	pinLocked = on
+	return on
+}
+
+// pinnedCPU is the one CPU thread w of the pool may run on (0: the
+// calling thread), -1 where it may run on several (TestPin).
+func pinnedCPU(w int) int { return int(C.k_pinned_cpu(C.int(w))) }
+
 // SetCPUs tells the pool how many CPUs its threads share (0: this
 // process's affinity, the default) and reports whether it has more
 // threads than that: its waiting threads then yield their CPU at every

@@ -520,6 +520,7 @@ func (s *Session) loadBLAS() (string, error) {
 	}
 	threads = model.SetThreads(threads)
 	model.SetCPUs(avail)
+	model.Pin()
 	optim.UsePool(model.PoolRanges())
 	wino := s.Cfg.Model.Conv == "winograd"
 	model.UseWinograd(wino)
