@@ -110,13 +110,29 @@ static int nthreads = 1, created = 0;
 static _Atomic int oversub;
 static int cpus_given; // k_set_cpus's count, 0 for the affinity's
 
+// proc_cpu lists this process's CPUs in order (at most MAXT of them) and
+// proc_n counts them all, -1 until find_cpus: its affinity when the pool
+// first looked, before k_pin narrowed the calling thread's to one CPU
+// (read again after that, it would say one). Under busy.
+static int proc_cpu[MAXT], proc_n = -1;
+
+static void find_cpus(void) {
+	if (proc_n >= 0) return;
+	cpu_set_t set;
+	proc_n = 0;
+	if (sched_getaffinity(0, sizeof set, &set) != 0) return;
+	proc_n = CPU_COUNT(&set);
+	for (int c = 0, i = 0; c < CPU_SETSIZE && i < MAXT; c++)
+		if (CPU_ISSET(c, &set)) proc_cpu[i++] = c;
+}
+
 // set_oversub sets oversub from nthreads and the CPUs: k_set_cpus's count,
 // else this process's affinity. Under busy.
 static void set_oversub(void) {
 	int c = cpus_given;
 	if (c == 0) {
-		cpu_set_t set;
-		c = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+		find_cpus();
+		c = proc_n;
 	}
 	atomic_store_explicit(&oversub, c > 0 && nthreads > c, memory_order_relaxed);
 }
@@ -259,18 +275,19 @@ int k_set_cpus(int n) {
 	return o;
 }
 
-// pin_cpus are the process's CPUs, in order, as k_pin first found them
-// (its affinity then: a thread pinned since says one CPU); pin_n their
-// count, -1 before; pinned whether the pool's threads are pinned now.
-static int pin_cpus[MAXT], pin_n = -1, pinned;
+// pinned: whether the pool's threads are pinned now (k_pin).
+static int pinned;
 
+// pin_to lets thread t run on CPU c only, or (c < 0) on all of the
+// process's again. Only called with the threads pinned or about to be,
+// when the process has at most MAXT CPUs (k_pin), all in proc_cpu.
 static void pin_to(pthread_t t, int c) {
 	cpu_set_t set;
 	CPU_ZERO(&set);
 	if (c >= 0)
 		CPU_SET(c, &set);
 	else
-		for (int i = 0; i < pin_n; i++) CPU_SET(pin_cpus[i], &set);
+		for (int i = 0; i < proc_n; i++) CPU_SET(proc_cpu[i], &set);
 	pthread_setaffinity_np(t, sizeof set, &set);
 }
 
@@ -289,17 +306,11 @@ static void pin_to(pthread_t t, int c) {
 // starting a pass) runs unpinned, which costs nothing but the gain.
 int k_pin(void) {
 	pthread_mutex_lock(&busy);
-	if (pin_n < 0) {
-		cpu_set_t set;
-		pin_n = 0;
-		if (sched_getaffinity(0, sizeof set, &set) == 0)
-			for (int c = 0; c < CPU_SETSIZE && pin_n < MAXT; c++)
-				if (CPU_ISSET(c, &set)) pin_cpus[pin_n++] = c;
-	}
-	int want = nthreads > 1 && nthreads == pin_n && (cpus_given == 0 || cpus_given == pin_n);
+	find_cpus();
+	int want = nthreads > 1 && nthreads == proc_n && (cpus_given == 0 || cpus_given == proc_n);
 	if (want || pinned) {
-		for (int w = 1; w <= created; w++) pin_to(handles[w], want && w < nthreads ? pin_cpus[w] : -1);
-		pin_to(pthread_self(), want ? pin_cpus[0] : -1);
+		for (int w = 1; w <= created; w++) pin_to(handles[w], want && w < nthreads ? proc_cpu[w] : -1);
+		pin_to(pthread_self(), want ? proc_cpu[0] : -1);
 	}
 	pinned = want;
 	pthread_mutex_unlock(&busy);
