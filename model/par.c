@@ -197,10 +197,22 @@ static int spinning(struct spinner *s) {
 
 // take runs chunks of the current pass until none is left: first its
 // own share's in order, then the others' (the next free chunk of each).
+// Another's share is read before it is taken from (next only grows, so a
+// share read as spent is spent): a fetch_add on a spent share writes its
+// line for nothing, and at the end of a pass every thread would write
+// every other thread's line, T*(T-1) locked operations each taking the
+// line from the core that last wrote it, one after another on each
+// thread, where plain reads share the line and overlap.
+// steal_read 0 takes without reading first, as before: BenchmarkPass's
+// A/B (k_steal_read), not for training.
+static int steal_read = 1;
+void k_steal_read(int on) { steal_read = on; }
+
 static void take(int w) {
 	int T = cur_T;
 	for (int i = 0; i < T; i++) {
 		struct share *s = &shares[(w + i) % T];
+		if (i > 0 && steal_read && atomic_load_explicit(&s->next, memory_order_relaxed) >= s->end) continue;
 		for (;;) {
 			size_t c = atomic_fetch_add(&s->next, 1);
 			if (c >= s->end) break;

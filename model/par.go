@@ -231,6 +231,16 @@ func wkCut(o, c int, alongInputs bool, t int) (bo, bc int) {
 // (1 + u%3) * us microseconds (par.c's k_spin_pass).
 func spinPass(units int, us float64) { C.k_spin_pass(C.int(units), C.double(us)) }
 
+// stealRead turns off (false) and on the pool's read of another thread's
+// share before taking from it (par.c's take), for BenchmarkPass's A/B.
+func stealRead(on bool) {
+	v := 0
+	if on {
+		v = 1
+	}
+	C.k_steal_read(C.int(v))
+}
+
 // simCheck runs one simulated pass of units units on t threads, unit u
 // spinning (1 + u%3) * us microseconds (par.c's k_sim_check): how many
 // times each unit ran, which simulated thread ran it, the longest unit,
