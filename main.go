@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -50,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main alone decides how to exit
 	}
+	oneLineUsage(app.Commands, "train")
+	commandLine = args
 	err := app.Run(hoistFlags(args, hoisted))
 	if err == nil {
 		return 0
@@ -64,6 +68,55 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "train: %v\n", err)
 	}
 	return 1
+}
+
+// oneLineUsage makes a usage error in any of cmds or their subcommands
+// (a flag it does not define, a bad value) one line naming the command's
+// help, as the app's own is, rather than the error and the whole help
+// text.
+func oneLineUsage(cmds []*cli.Command, path string) {
+	for _, c := range cmds {
+		name := path + " " + c.Name
+		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+			return fmt.Errorf("%v (see %s --help)", err, name)
+		}
+		oneLineUsage(c.Subcommands, name)
+	}
+}
+
+// commandLine is run's arguments, for a command that must tell the
+// options given on its command line from those its TRAIN_* variables set
+// (givenFlags).
+var commandLine []string
+
+// givenFlags names the flags of cmd written on the command line after the
+// command's own name, by their first name.
+func givenFlags(cmd *cli.Command, args []string) []string {
+	primary := map[string]string{}
+	for _, f := range cmd.Flags {
+		for _, n := range f.Names() {
+			primary[n] = f.Names()[0]
+		}
+	}
+	var out []string
+	seen := false
+	for _, a := range args {
+		if !seen {
+			seen = a == cmd.Name
+			continue
+		}
+		if a == "--" {
+			break
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue
+		}
+		n, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if p, ok := primary[n]; ok && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // exit carries an exit status whose message has been printed.
@@ -92,12 +145,29 @@ var initCommand = &cli.Command{
 	Flags: append(trainFlags[:len(trainFlags):len(trainFlags)],
 		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Required: true, Usage: "file to write"}),
 	Action: func(c *cli.Context) error {
+		// It takes the training flags so that the model is built as
+		// training builds it, defaults and all; those that do not shape
+		// the model or its initial values are refused, not ignored (their
+		// TRAIN_* variables, set for the runs around it, are left alone).
+		for _, n := range givenFlags(c.Command, commandLine) {
+			if !initShapes[n] {
+				return fmt.Errorf("--%s does nothing for train init, which writes a model's initial parameters (shaped by --model, its size options and --data's inputs, drawn from --seed): drop it", n)
+			}
+		}
 		cfg, err := trainConfig(c)
 		if err != nil {
 			return err
 		}
 		return trainer.WriteInit(cfg, c.String("output"))
 	},
+}
+
+// initShapes are the options train init acts on: the model, its sizes,
+// the data that fixes its inputs, classes and vocabulary, and the seed.
+var initShapes = map[string]bool{
+	"output": true, modelFlag.Name: true, hiddenFlag.Name: true, depthFlag.Name: true, layersFlag.Name: true,
+	headsFlag.Name: true, dimFlag.Name: true, contextFlag.Name: true, vocabFlag.Name: true, dataFlag.Name: true,
+	synShape.Name: true, valDataFlag.Name: true, imgSizeFlag.Name: true, seedFlag.Name: true,
 }
 
 // plotCommand draws a run log's curves.
