@@ -53,6 +53,11 @@ func benchStrategyFlags() []cli.Flag {
 	return flags
 }
 
+// benchIgnored are the training options bench step and bench strategies
+// would take and not act on: what they turn off (bench.Quietened) and
+// --max-steps (they run --warmup and --steps).
+var benchIgnored = append(slices.Clone(bench.Quietened), stepsFlag.Name)
+
 // `train bench ...`: measurements under mpirun, printed by rank 0.
 
 var benchCommand = &cli.Command{
@@ -62,12 +67,15 @@ var benchCommand = &cli.Command{
 		Name:  "step",
 		Usage: "training-step throughput and achieved GFLOP/s against SGEMM, measured in the same run",
 		UsageText: "mpirun -np N train bench step [--model resnet --depth 20] [--batch-size 64] [--steps 20]\n" +
-			"Takes every training option; --data defaults to synthetic 1x28x28 (Fashion-MNIST's shape).",
+			"Takes the training options but those that write, serve or resume (refused) and --max-steps; --data defaults to synthetic 1x28x28 (Fashion-MNIST's shape).",
 		Flags: append(benchStepFlags(), &cli.IntFlag{Name: "steps", Value: 20, Usage: "timed steps"},
 			&cli.IntFlag{Name: "warmup", Value: 3, Usage: "untimed steps first"},
 			&cli.BoolFlag{Name: "passes", Usage: "print where rank 0's timed steps went, pass by pass of the thread pool, and each pass's tail spent waiting for the other threads"},
 			&cli.IntFlag{Name: "simulate-threads", Usage: "with --threads 1: cut every pass as for N threads, run it on the one, and print the step and the passes as N threads would run them at best (no wake-ups, no shared memory)"}),
 		Action: func(c *cli.Context) error {
+			if err := refuseGiven(c, benchIgnored, "a benchmark writes, serves and resumes nothing and runs --warmup then --steps steps"); err != nil {
+				return err
+			}
 			cfg, err := trainConfig(c)
 			if err != nil {
 				return err
@@ -80,11 +88,14 @@ var benchCommand = &cli.Command{
 		Name:  "strategies",
 		Usage: "the same model and data under each strategy: throughput, communication wait, bytes per rank per step",
 		UsageText: "mpirun -np N train bench strategies [--model mlp] [--steps 200] [--servers 2] [--staleness 4] [--sync-every 8] [--csv]\n" +
-			"Rows: allreduce ring and mpi, ps-sync with 1 and --servers servers, ps-async with 1 server, local-sgd; takes every training option.",
+			"Rows: allreduce ring and mpi, ps-sync with 1 and --servers servers, ps-async with 1 server, local-sgd; takes the training options but those that write, serve or resume (refused), --max-steps and --strategy.",
 		Flags: append(benchStrategyFlags(), &cli.IntFlag{Name: "steps", Value: 200, Usage: "timed steps per strategy"},
 			&cli.IntFlag{Name: "warmup", Value: 20, Usage: "untimed steps first"},
 			&cli.BoolFlag{Name: "csv", Usage: "machine-readable output"}),
 		Action: func(c *cli.Context) error {
+			if err := refuseGiven(c, append(slices.Clip(benchIgnored), strategyFlag.Name), "a benchmark writes, serves and resumes nothing, runs --warmup then --steps steps, and each row sets its own --strategy"); err != nil {
+				return err
+			}
 			cfg, err := trainConfig(c)
 			if err != nil {
 				return err

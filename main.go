@@ -119,6 +119,29 @@ func givenFlags(cmd *cli.Command, args []string) []string {
 	return out
 }
 
+// refuseGiven fails on the first of names given on c's command line
+// (not its TRAIN_* variable): an option the command would accept and
+// then not act on. why says what the command does instead.
+func refuseGiven(c *cli.Context, names []string, why string) error {
+	for _, n := range givenFlags(c.Command, commandLine) {
+		if slices.Contains(names, n) {
+			return fmt.Errorf("--%s does nothing for %s: %s; drop it", n, commandPath(c), why)
+		}
+	}
+	return nil
+}
+
+// commandPath is c's command as typed: "train bench step".
+func commandPath(c *cli.Context) string {
+	var names []string
+	for _, x := range c.Lineage() {
+		if x.Command != nil && x.Command.Name != "" {
+			names = append([]string{x.Command.Name}, names...)
+		}
+	}
+	return strings.Join(names, " ")
+}
+
 // exit carries an exit status whose message has been printed.
 type exit struct{ code int }
 

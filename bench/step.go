@@ -42,14 +42,15 @@ func quiet(cfg trainer.Config) trainer.Config {
 	// checks of an option against the others (a --flight-dir, say from
 	// TRAIN_FLIGHT_DIR, against the recorder turned off) must not see them.
 	cfg.Set = maps.Clone(cfg.Set)
-	for _, f := range quietened {
+	for _, f := range Quietened {
 		delete(cfg.Set, f)
 	}
 	return cfg
 }
 
-// quietened names the options quiet turns off.
-var quietened = []string{"checkpoint-dir", "checkpoint-every", "checkpoint-format", "keep", "resume", "metrics-addr", "pushgateway",
+// Quietened names the options quiet turns off: `train bench` refuses
+// them on its command line rather than accept and ignore them.
+var Quietened = []string{"checkpoint-dir", "checkpoint-every", "checkpoint-format", "keep", "resume", "metrics-addr", "pushgateway",
 	"pushgateway-every", "timeline", "log-file", "plot", "log-every", "eval-every", "progress", "flight-events", "flight-dir", "sample-log",
 	"stall-warn", "stall-timeout"}
 

@@ -65,3 +65,30 @@ func TestSubcommandUsageOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchRefusesIgnoredOptions: bench step and bench strategies turn
+// off what writes, serves and resumes, and run --warmup and --steps; those
+// options given on their command line are refused in one line before MPI
+// starts (bench strategies also refuses --strategy: each row sets its
+// own), and their TRAIN_* variables are left alone.
+func TestBenchRefusesIgnoredOptions(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"bench", "step", "--timeline", "t.json"}, "--timeline"},
+		{[]string{"bench", "step", "--checkpoint-dir=ck"}, "--checkpoint-dir"},
+		{[]string{"bench", "step", "--model", "mlp", "--max-steps", "5"}, "--max-steps"},
+		{[]string{"bench", "strategies", "--strategy", "local-sgd"}, "--strategy"},
+		{[]string{"bench", "strategies", "--resume"}, "--resume"},
+		{[]string{"bench", "strategies", "--metrics-addr", ":9999"}, "--metrics-addr"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"train"}, c.args...), &stdout, &stderr)
+		msg := strings.TrimSpace(stderr.String())
+		want := c.flag + " does nothing for train " + strings.Join(c.args[:2], " ")
+		if code == 0 || strings.Count(msg, "\n") != 0 || !strings.Contains(msg, want) {
+			t.Errorf("%v: exit %d, stderr %q; want one line %q...", c.args, code, msg, want)
+		}
+	}
+}
