@@ -89,8 +89,10 @@ func oneLineUsage(cmds []*cli.Command, path string) {
 // (givenFlags).
 var commandLine []string
 
-// givenFlags names the flags of cmd written on the command line after the
-// command's own name, by their first name.
+// givenFlags names the flags of cmd written on the command line, by their
+// first name: after the command's name, or before it as the app's own
+// (train --lr 0.1 init: the command reads the app's value through its
+// context's lineage).
 func givenFlags(cmd *cli.Command, args []string) []string {
 	primary := map[string]string{}
 	for _, f := range cmd.Flags {
@@ -99,12 +101,7 @@ func givenFlags(cmd *cli.Command, args []string) []string {
 		}
 	}
 	var out []string
-	seen := false
-	for _, a := range args {
-		if !seen {
-			seen = a == cmd.Name
-			continue
-		}
+	for _, a := range args[min(1, len(args)):] {
 		if a == "--" {
 			break
 		}

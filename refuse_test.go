@@ -31,12 +31,16 @@ func TestInitRefusesTrainingOptions(t *testing.T) {
 		{[]string{"--synthetic-samples", "100"}, "--synthetic-samples"},
 		{[]string{"--tensor-parallel", "2"}, "--tensor-parallel"},
 		{nil, ""},
+		{[]string{"BEFORE", "--log-every", "5"}, "--log-every"}, // train --log-every 5 init ...: the app's flag, read by init
 	} {
 		out := filepath.Join(dir, "init.safetensors")
 		os.Remove(out)
 		t.Setenv("TRAIN_LR", "0.3")
 		var stdout, stderr bytes.Buffer
 		args := append(append([]string{"train", "init"}, small...), c.extra...)
+		if len(c.extra) > 0 && c.extra[0] == "BEFORE" {
+			args = append(append([]string{"train"}, c.extra[1:]...), append([]string{"init"}, small...)...)
+		}
 		code := run(append(args, "-o", out), &stdout, &stderr)
 		_, statErr := os.Stat(out)
 		msg := strings.TrimSpace(stderr.String())
