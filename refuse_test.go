@@ -74,7 +74,7 @@ func TestSubcommandUsageOneLine(t *testing.T) {
 // off what writes, serves and resumes, and run --warmup and --steps; those
 // options given on their command line are refused in one line before MPI
 // starts (bench strategies also refuses --strategy: each row sets its
-// own), and their TRAIN_* variables are left alone.
+// own).
 func TestBenchRefusesIgnoredOptions(t *testing.T) {
 	for _, c := range []struct {
 		args []string
