@@ -75,6 +75,7 @@ int k_simulate_threads(int T);
 void k_sim_check(int units, int T, double us, int *runs, int *who, double *longest, double *serial, double *span);
 void k_spin_pass(int units, double us);
 void k_steal_read(int on);
+void k_set_gemm_cols(int on);
 void k_wk_cut(size_t o, size_t c, int along_inputs, int T, size_t *bo, size_t *bc);
 int k_pass_profile_entry(int i, void **fn, size_t *units, unsigned long *n, double *total, double *wait,
                          double *work, double *late, double *busy, unsigned long *workers);

@@ -1538,10 +1538,23 @@ static size_t tile_parts(size_t blocks, size_t T, size_t most) {
 // k_tile_parts is tile_parts for a test.
 size_t k_tile_parts(size_t blocks, size_t T, size_t most) { return tile_parts(blocks, T, most); }
 
+// COL_ALIGN: the columns of a block of a product too short to cut by
+// rows (cols_plan) come in multiples of this: 64 floats, a multiple of
+// every OpenBLAS kernel's unrolling along C's rows in memory, so that
+// each element is computed as in one call (TestSgemmThreadsSameBits).
+#define COL_ALIGN 64
+
 struct tiles {
 	struct gemm g; // g.parts: row parts per column block
 	size_t blocks;
+	size_t cw; // columns a block (the last has the rest); 0: col_at's
 };
+
+// col_at is the first column of block b of blocks over n columns cut
+// evenly on multiples of COL_ALIGN (cols_plan), n for b == blocks.
+static size_t col_at(size_t b, size_t blocks, size_t n) {
+	return b == blocks ? n : b * n / blocks / COL_ALIGN * COL_ALIGN;
+}
 
 static void t_gemm_tiles(void *p, size_t lo, size_t hi, int w) {
 	struct tiles *t = p;
@@ -1549,7 +1562,8 @@ static void t_gemm_tiles(void *p, size_t lo, size_t hi, int w) {
 	(void)w;
 	for (size_t u = lo; u < hi; u++) {
 		size_t cb = u / g->parts, rp = u % g->parts;
-		size_t c0 = cb * COLBLOCK, c1 = c0 + COLBLOCK < g->n ? c0 + COLBLOCK : g->n;
+		size_t c0 = t->cw ? cb * t->cw : col_at(cb, t->blocks, g->n);
+		size_t c1 = cb + 1 == t->blocks ? g->n : t->cw ? c0 + t->cw : col_at(cb + 1, t->blocks, g->n);
 		size_t r0 = rows_at(g, rp), r1 = rows_at(g, rp + 1);
 		k_sgemm1(g->ta, g->tb, r1 - r0, c1 - c0, g->k, g->alpha, g->a + (g->ta ? r0 : r0 * g->lda), g->lda,
 		         g->b + (g->tb ? c0 * g->ldb : c0), g->ldb, g->beta, g->c + r0 * g->ldc + c0, g->ldc);
@@ -1573,18 +1587,47 @@ static void gemm_one(int ta, int tb, size_t m, size_t n, size_t k, float alpha, 
 	pthread_mutex_unlock(&busy);
 }
 
+
+// cols_plan cuts a product whose rows are too few to share (under
+// PART_ROWS a part, and too little work for PART_WORK's exception: the
+// MLP's first layer, 64 x 784 by 784 x 256) into one column block a
+// thread, cut evenly on multiples of COL_ALIGN (col_at): each call
+// packs its slice of B, where a cut by rows packed all of it again. No
+// block narrower than the small-matrix line (BLAS_SMALL) allows, which
+// the whole product is over. Only under kernels that give each element
+// one call's bits so cut (cols_ok: OpenBLAS's SkylakeX and Cooperlake;
+// not Haswell's, which AVX2 CPUs and the Zens before 5 load). It returns
+// the blocks, 1 where the product stays one call. The MLP at one rank of 2 threads: its step was 1.0 to
+// 1.09 times one thread's on the Zen 4 VM (49th session), this product
+// half the step's products and a thread's alone.
+// cols_ok: the loaded OpenBLAS keeps the bits when cut into columns
+// (model.colsKeepBits); the plain loop and our own kernels are not cut so.
+static int cols_ok;
+void k_set_gemm_cols(int on) { cols_ok = on; }
+
+static size_t cols_plan(size_t m, size_t n, size_t k) {
+	if (!cols_ok || !blas || k_avx512_on()) return 1;
+	size_t least = (size_t)(BLAS_SMALL / ((double)m * k)) + 1;
+	least = (least + COL_ALIGN - 1) / COL_ALIGN * COL_ALIGN;
+	// least + COL_ALIGN: a block cut on the alignment may lose up to
+	// COL_ALIGN - 1 columns to its neighbour.
+	size_t most = n / (least + COL_ALIGN), T = (size_t)nthreads;
+	return most < T ? most : T;
+}
+
 // A product's plan across the threads (plan): one call, the tiles of a
-// large B (above), units of ROWCHUNK rows (a small B), or one part a
-// thread.
+// large B (above) or the column blocks of a short product (cols_plan),
+// units of ROWCHUNK rows (a small B), or one part a thread.
 enum plan { ONE_CALL, TILES, ROW_UNITS, ROW_PARTS };
 
-// plan sets g (and *blocks for TILES) to the way k_sgemm cuts a product.
-static enum plan plan(struct gemm *g, size_t *blocks) {
+// plan sets g (and *blocks and *cw for TILES) to the way k_sgemm cuts a
+// product.
+static enum plan plan(struct gemm *g, size_t *blocks, size_t *cw) {
 	size_t m = g->m, n = g->n, k = g->k;
 	double mnk = (double)m * n * k;
 	g->units = m / GEMM_BLOCK, g->cut = NULL;
 	if ((double)k * n >= BIG_B && n >= 2 * COLBLOCK && (double)m * k * 4 <= (double)k * n) {
-		*blocks = (n + COLBLOCK - 1) / COLBLOCK;
+		*blocks = (n + COLBLOCK - 1) / COLBLOCK, *cw = COLBLOCK;
 		size_t fewest = (size_t)(BLAS_SMALL / ((double)GEMM_BLOCK * COLBLOCK * k)) + 1;
 		g->parts = tile_parts(*blocks, (size_t)nthreads, g->units / fewest);
 		return TILES;
@@ -1617,7 +1660,11 @@ static enum plan plan(struct gemm *g, size_t *blocks) {
 		if (even > most) most = even;
 	}
 	if (parts > most) parts = most;
-	if (parts < 2) return ONE_CALL;
+	if (parts < 2) {
+		if ((*blocks = cols_plan(m, n, k)) < 2) return ONE_CALL;
+		g->parts = 1, *cw = 0;
+		return TILES;
+	}
 	g->parts = parts;
 	return ROW_PARTS;
 }
@@ -1640,11 +1687,11 @@ void k_sgemm(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const fl
              size_t ldb, float beta, float *c, size_t ldc) {
 	if (k_amx_on() && k_sgemm_amx_par(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) == 0) return;
 	struct gemm g = {ta, tb, m, n, k, lda, ldb, ldc, alpha, beta, a, b, c, 0, 0, NULL};
-	size_t blocks = 0;
+	size_t blocks = 0, cw = 0;
 	struct cut cut;
-	switch (plan(&g, &blocks)) {
+	switch (plan(&g, &blocks, &cw)) {
 	case TILES: {
-		struct tiles t = {g, blocks};
+		struct tiles t = {g, blocks, cw};
 		run(blocks * g.parts, t_gemm_tiles, &t);
 		return;
 	}
@@ -1713,9 +1760,9 @@ static struct gemm gemm_of(struct k_gemm p) {
 
 void k_sgemm_pair(struct k_gemm x, struct k_gemm y) {
 	struct pair q = {gemm_of(x), gemm_of(y)};
-	size_t blocks = 0;
-	if (k_amx_on() || plan(&q.x, &blocks) != ROW_PARTS || q.x.parts != (size_t)nthreads ||
-	    plan(&q.y, &blocks) != ROW_UNITS) {
+	size_t blocks = 0, cw = 0;
+	if (k_amx_on() || plan(&q.x, &blocks, &cw) != ROW_PARTS || q.x.parts != (size_t)nthreads ||
+	    plan(&q.y, &blocks, &cw) != ROW_UNITS) {
 		k_sgemm(x.ta, x.tb, x.m, x.n, x.k, x.alpha, x.a, x.lda, x.b, x.ldb, x.beta, x.c, x.ldc);
 		k_sgemm(y.ta, y.tb, y.m, y.n, y.k, y.alpha, y.a, y.lda, y.b, y.ldb, y.beta, y.c, y.ldc);
 		return;

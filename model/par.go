@@ -97,7 +97,25 @@ func useBLAS() {
 	if p := openblas.CblasSgemm(); p != blasIn {
 		C.k_set_sgemm(p)
 		blasIn = p
+		C.k_set_gemm_cols(boolInt(colsKeepBits[openblas.Core()]))
 	}
+}
+
+// colsKeepBits are the OpenBLAS kernel sets whose products give every
+// element the bits of one call when cut into column blocks on multiples
+// of 64 (par.c's cols_plan), which the C code then may cut products too
+// short to share by rows into. Measured on 0.3.21 (Debian 12's) with a
+// throwaway harness, 64x256x784, 100x777x300, 90x2000x40 and 12x3000x700
+// at 13 cuts: SkylakeX and Cooperlake gave one call's bits at all; Haswell's
+// (and Zen's, the same kernels) differed in the 8 columns each side of
+// every cut (TestSgemmThreadsSameBits runs both).
+var colsKeepBits = map[string]bool{"SkylakeX": true, "Cooperlake": true}
+
+func boolInt(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // withPlainGemm runs f with the C code's own loop (gemm_ref) in place of

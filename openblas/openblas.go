@@ -201,6 +201,17 @@ func reopen(path, core string) error {
 	return open(path)
 }
 
+// Core is the kernel set the loaded library runs ("Cooperlake"), "" before
+// Load succeeds.
+func Core() string {
+	mu.Lock()
+	defer mu.Unlock()
+	if !loaded {
+		return ""
+	}
+	return corename()
+}
+
 // CblasSgemm is the loaded library's cblas_sgemm, for C code that calls
 // it directly (the model's thread pool, which holds OpenBLAS to one
 // thread and cuts the products itself); nil before Load succeeds.
