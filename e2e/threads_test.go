@@ -9,7 +9,7 @@ import (
 // model/par.c: convolutions by parts of the batch, BatchNorm and the
 // element-wise passes by rows, matrix products by blocks, Adam's update)
 // but never the order of a sum, so a ResNet (with --conv im2col and with
-// winograd) and a GPT end with the same parameters at 1, 2 and 3
+// winograd), a GPT and the MLP end with the same parameters at 1, 2 and 3
 // threads, and the log names the thread count.
 func TestThreadsSameBits(t *testing.T) {
 	e2e(t)
@@ -21,6 +21,10 @@ func TestThreadsSameBits(t *testing.T) {
 		{"resnet", append(append([]string{}, smallResNet...), "--batch-size", "32", "--max-steps", "6")},
 		{"resnet --conv winograd", append(append([]string{}, smallResNet...), "--batch-size", "32", "--max-steps", "6", "--conv", "winograd")},
 		{"gpt", append(smallGPT(bytesCorpus(t, dir)), "--max-steps", "6", "--optimizer", "adamw")},
+		// The first layer's product, 64 x 784 by 784 x 256, too short to
+		// cut by rows: column blocks at 2 and 3 threads (par.c's
+		// cols_plan) where the kernels allow.
+		{"mlp", []string{"--model", "mlp", "--data", "synthetic", "--synthetic-shape", "1x28x28", "--synthetic-samples", "640", "--batch-size", "64", "--max-steps", "6"}},
 	} {
 		var want string
 		for _, threads := range []string{"1", "2", "3"} {
