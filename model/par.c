@@ -137,7 +137,32 @@ static void set_oversub(void) {
 	atomic_store_explicit(&oversub, c > 0 && nthreads > c, memory_order_relaxed);
 }
 static int sim_T; // T threads simulated on the caller (below)
-static _Atomic unsigned gen, left;
+// The pass's hand-off, on cache lines by who writes them while other
+// threads read them. The linker had packed the pass's description, gen,
+// left and both sleeper counts into one 64-byte line (nm -n train), so
+// every worker's decrement of left at the end of its share, and every
+// sleeper count's change, took that line from the threads still running
+// chunks, which read the description at every chunk; and at a pass's
+// start the caller's stores to it raced the spinning workers' reads of
+// gen beside them. Apart:
+// - cur and gen: written by the caller only while no pass runs (cur, then
+//   gen's increment), then only read: a woken worker gets both in one
+//   line.
+// - ends (left and its sleeper): each worker's decrement at its pass's end, the
+//   caller's wait on it.
+// - gen_sleepers: a worker's going to sleep and waking.
+struct pass {
+	task_fn fn;
+	void *ctx;
+	size_t units, chunk;
+	int T, prof; // prof: the per-thread times are taken (ptimes)
+	_Atomic unsigned gen;
+} __attribute__((aligned(64)));
+static struct pass cur;
+struct ends {
+	_Atomic unsigned left, sleeper;
+} __attribute__((aligned(64)));
+static struct ends ends;
 // Sleepers on gen (workers) and on left (the caller): a pass makes its
 // futex wake-up calls only when someone sleeps. A system call costs 1 to
 // 1.5 us on this project's VM (a FUTEX_WAKE with no waiter, timed in a
@@ -148,10 +173,7 @@ static _Atomic unsigned gen, left;
 // itself and then finds no change sleeps, and the other side, having
 // changed the value, then sees the count and wakes it (or the futex
 // call, which compares the value again, returns at once).
-static _Atomic unsigned gen_sleepers, left_sleeper;
-static task_fn cur_fn;
-static void *cur_ctx;
-static size_t cur_units, cur_chunk;
+static _Atomic unsigned gen_sleepers __attribute__((aligned(64)));
 // share is a thread's home part of a pass's chunks, [next, end), on a
 // line of its own.
 struct share {
@@ -159,16 +181,14 @@ struct share {
 	size_t end;
 } __attribute__((aligned(64)));
 static struct share shares[MAXT];
-static int cur_T;
 // ptimes: each thread's first chunk's start and last chunk's end in the
-// current pass, taken only while cur_prof (the pass profile's per-thread
+// current pass, taken only while cur.prof (the pass profile's per-thread
 // times, below; set by the caller before it starts the pass, so a pass
 // is timed by all its threads or by none).
 struct ptime {
 	double start, end;
 } __attribute__((aligned(64)));
 static struct ptime ptimes[MAXT];
-static int cur_prof;
 static double prof_now(void);
 static unsigned start_gen[MAXT];
 
@@ -209,15 +229,19 @@ static int steal_read = 1;
 void k_steal_read(int on) { steal_read = on; }
 
 static void take(int w) {
-	int T = cur_T;
+	// The description read once (it changes only between passes).
+	int T = cur.T;
+	task_fn fn = cur.fn;
+	void *ctx = cur.ctx;
+	size_t units = cur.units, chunk = cur.chunk;
 	for (int i = 0; i < T; i++) {
 		struct share *s = &shares[(w + i) % T];
 		if (i > 0 && steal_read && atomic_load_explicit(&s->next, memory_order_relaxed) >= s->end) continue;
 		for (;;) {
 			size_t c = atomic_fetch_add(&s->next, 1);
 			if (c >= s->end) break;
-			size_t lo = c * cur_chunk;
-			cur_fn(cur_ctx, lo, lo + cur_chunk < cur_units ? lo + cur_chunk : cur_units, w);
+			size_t lo = c * chunk;
+			fn(ctx, lo, lo + chunk < units ? lo + chunk : units, w);
 		}
 	}
 }
@@ -228,19 +252,20 @@ static void *worker(void *arg) {
 	for (;;) {
 		unsigned g;
 		struct spinner sp = {0};
-		while ((g = atomic_load(&gen)) == seen) {
+		while ((g = atomic_load(&cur.gen)) == seen) {
 			if (spinning(&sp)) continue;
 			atomic_fetch_add(&gen_sleepers, 1);
-			if (atomic_load(&gen) == seen) fwait(&gen, seen);
+			if (atomic_load(&cur.gen) == seen) fwait(&cur.gen, seen);
 			atomic_fetch_sub(&gen_sleepers, 1);
 		}
 		seen = g;
-		if (w < cur_T) {
-			if (cur_prof) ptimes[w].start = prof_now();
+		if (w < cur.T) {
+			int prof = cur.prof;
+			if (prof) ptimes[w].start = prof_now();
 			take(w);
-			if (cur_prof) ptimes[w].end = prof_now();
+			if (prof) ptimes[w].end = prof_now();
 		}
-		if (atomic_fetch_sub(&left, 1) == 1 && atomic_load(&left_sleeper)) fwake(&left);
+		if (atomic_fetch_sub(&ends.left, 1) == 1 && atomic_load(&ends.sleeper)) fwake(&ends.left);
 	}
 	return NULL;
 }
@@ -256,7 +281,7 @@ int k_set_threads(int n) {
 	pthread_mutex_lock(&busy);
 	while (created < n - 1) {
 		int w = created + 1;
-		start_gen[w] = atomic_load(&gen);
+		start_gen[w] = atomic_load(&cur.gen);
 		pthread_t t;
 		pthread_attr_t at;
 		pthread_attr_init(&at);
@@ -577,28 +602,28 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 		pthread_mutex_unlock(&busy);
 		return;
 	}
-	cur_fn = fn, cur_ctx = ctx, cur_units = units, cur_T = T;
-	cur_chunk = chunk;
+	cur.fn = fn, cur.ctx = ctx, cur.units = units, cur.T = T;
+	cur.chunk = chunk;
 	size_t n = (units + chunk - 1) / chunk;
 	for (int w = 0; w < T; w++) {
 		atomic_store_explicit(&shares[w].next, w * n / T, memory_order_relaxed);
 		shares[w].end = (w + 1) * n / T;
 	}
-	atomic_store(&left, (unsigned)created);
-	cur_prof = pon;
+	atomic_store(&ends.left, (unsigned)created);
+	cur.prof = pon;
 	double go = pon ? prof_now() : 0; // the pass's start, for the workers' delays
-	atomic_fetch_add(&gen, 1);
-	if (atomic_load(&gen_sleepers)) fwake(&gen);
+	atomic_fetch_add(&cur.gen, 1);
+	if (atomic_load(&gen_sleepers)) fwake(&cur.gen);
 	if (pon) ptimes[0].start = prof_now();
 	take(0);
 	if (pon) t1 = prof_now();
 	unsigned v;
 	struct spinner sp = {0};
-	while ((v = atomic_load(&left)) != 0) {
+	while ((v = atomic_load(&ends.left)) != 0) {
 		if (spinning(&sp)) continue;
-		atomic_store(&left_sleeper, 1);
-		if ((v = atomic_load(&left)) != 0) fwait(&left, v);
-		atomic_store(&left_sleeper, 0);
+		atomic_store(&ends.sleeper, 1);
+		if ((v = atomic_load(&ends.left)) != 0) fwait(&ends.left, v);
+		atomic_store(&ends.sleeper, 0);
 	}
 	if (pon) {
 		double end = prof_now(), late = 0, busyt = t1 - ptimes[0].start;
