@@ -30,7 +30,9 @@
 #              workers started (late)
 #   pool       the pool's own cost a pass at 1 to 16 threads (model.test's
 #              BenchmarkPass: passes whose units do nothing, each row beside
-#              its take-unread twin, three rounds; seconds)
+#              its take-unread twin, three rounds; seconds); beside it, in
+#              each round, the same of the commit POOL_BASE names, where
+#              pack had POOL_BASE set
 #   amx16      --gemm amx against blas, A B A B, 2 rounds: the GPT at 16
 #              threads, at 1, and at np=2 with 1 each; ResNet-20 at 16
 #              (model/gemm_amx.c: this project's 2-vCPU Emerald Rapids VM
@@ -47,8 +49,9 @@
 #   gpucheck   scripts/gpu-check.sh run, its record in $OUT/gpu/record.md
 #              and its logs in $OUT/gpu/gpu-logs.tgz
 #
-# The next device run, as planned (carry .gpu; one command of at most 600 s,
-# the parts in this order fit 480 s of limits), then, if the session's
+# The next device run, as planned (packed with POOL_BASE=2bf1cd8, the pool
+# before its hand-off's variables had lines of their own; carry .gpu; one
+# command of at most 600 s, the parts in this order fit 510 s of limits), then, if the session's
 # device time allows, `TRAIN_GEMM2=avx512 scripts/bench/many-cores.sh run
 # avx16 torch2` (430 s: --gemm avx512 against blas, and both against
 # PyTorch 2.11 in one run; torch16 and torch2 were cut at 150 s each on
@@ -72,12 +75,24 @@ pack)
 	# Compressed: the carry to the GPU machine holds 64 MiB in all, and
 	# OpenBLAS alone is 36 MB.
 	tar czf "$bin/lib.tgz" -C "$d" . || exit 1
+	rm -f "$d"/*
 	rm -rf "$bin/kjv" && cp -r "$tokens" "$bin/kjv" || exit 1
 	# AMX's rate on data against the FMA units', round by round (probe).
 	gcc -O2 -march=sapphirerapids scripts/bench/amx-swing.c -o "$bin/amx-swing" || exit 1
 	# The pool's own cost a pass (part pool): the model package's tests,
 	# run there for its benchmark alone.
-	go test -c -trimpath -ldflags='-s -w' -o "$bin/model.test" ./model || exit 1
+	go test -c -trimpath -ldflags='-s -w' -o "$d/model.test" ./model || exit 1
+	# POOL_BASE (a commit): the same benchmark of that commit's pool, for
+	# part pool to run beside this one's. Both compressed (6.4 MB each,
+	# 5.4 together), for the carry's 64 MiB.
+	if [[ -n ${POOL_BASE:-} ]]; then
+		w=$(mktemp -d)
+		git worktree add -q --detach "$w" "$POOL_BASE" || exit 1
+		(cd "$w" && go test -c -trimpath -ldflags='-s -w' -o "$d/model-base.test" ./model) || exit 1
+		git worktree remove --force "$w"
+	fi
+	rm -f "$bin/model.test" "$bin/model-base.test"
+	tar czf "$bin/model-tests.tgz" -C "$d" $(cd "$d" && ls model*.test) || exit 1
 	du -sh "$bin"
 	exit 0
 	;;
@@ -91,7 +106,7 @@ esac
 out=${OUT:-$(mktemp -d)}
 lib=$(mktemp -d)
 trap 'rm -rf "$lib"' EXIT
-mkdir -p "$out" && tar xzf "$bin/lib.tgz" -C "$lib" || exit 1
+mkdir -p "$out" && tar xzf "$bin/lib.tgz" -C "$lib" && tar xzf "$bin/model-tests.tgz" -C "$lib" || exit 1
 export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} TRAIN_METRICS_ADDR=
 export TRAIN_BIN=$bin/train JEMALLOC=$lib/libjemalloc.so.2 PYTHON=${PYTHON:-$(command -v python3)}
 mpi=(mpirun --oversubscribe)
@@ -120,10 +135,17 @@ part() {
 	pool)
 		# Three times over, so that each row and its take-unread twin
 		# (the pool before the 49th session's read-before-take) alternate
-		# A B A B with the machine's drift.
+		# A B A B with the machine's drift; with pack's POOL_BASE, that
+		# commit's pool beside this one's, turn and turn about.
+		tests=("$lib/model.test")
+		[[ -x $lib/model-base.test ]] && tests+=("$lib/model-base.test")
 		for round in 1 2 3; do
-			echo "## round $round"
-			"$bin/model.test" -test.run '^$' -test.bench BenchmarkPass -test.benchtime 20000x
+			order=("${tests[@]}")
+			((round % 2 == 0 && ${#tests[@]} == 2)) && order=("${tests[1]}" "${tests[0]}")
+			for t in "${order[@]}"; do
+				echo "## round $round: ${t##*/}"
+				"$t" -test.run '^$' -test.bench BenchmarkPass -test.benchtime 20000x
+			done
 		done
 		;;
 	scale16) SCALE_ONLY=1 scripts/bench/cpu-vs-torch.sh 3 "$bin/kjv" 16 ;;
@@ -178,7 +200,7 @@ gemm_ab() {
 		done
 	done
 }
-declare -A limit=([probe]=60 [pool]=60 [amx16]=150 [avx16]=150 [allreduce]=120 [scale16]=180 [scale8]=120 [passes16]=180 [torch2]=280 [torch16]=280 [gpucheck]=240)
+declare -A limit=([probe]=60 [pool]=90 [amx16]=150 [avx16]=150 [allreduce]=120 [scale16]=180 [scale8]=120 [passes16]=180 [torch2]=280 [torch16]=280 [gpucheck]=240)
 # timeout runs each part in a child bash: export the function's needs.
 export -f part gemm_ab
 export bin lib out
