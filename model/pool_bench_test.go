@@ -25,6 +25,13 @@ import (
 // take): T*(T-1) locked writes at each pass's end, to measure at 16
 // threads (at 2 on the Zen 4 VM the two were within the runs' noise,
 // 0.45 to 0.8 us a pass).
+//
+// The pass's description, gen, the workers' end count and the sleepers'
+// count had shared one cache line (par.c's cur, ends, gen_sleepers): at 2
+// threads on the Zen 5 VM T=2/units=2 took 1.9 to 3.5 us a pass with them
+// together, 1.0 to 2.1 apart (6 rounds each, the two builds alternated);
+// scripts/bench/many-cores.sh's pool part runs such a base build beside
+// this one for 16 threads.
 func BenchmarkPass(b *testing.B) {
 	for _, T := range []int{1, 2, 4, 8, 16} {
 		for _, per := range []int{1, 4} {
