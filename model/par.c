@@ -139,17 +139,23 @@ static void set_oversub(void) {
 static int sim_T; // T threads simulated on the caller (below)
 // The pass's hand-off, on cache lines by who writes them while other
 // threads read them. The linker had packed the pass's description, gen,
-// left and both sleeper counts into one 64-byte line (nm -n train), so
-// every worker's decrement of left at the end of its share, and every
-// sleeper count's change, took that line from the threads still running
-// chunks, which read the description at every chunk; and at a pass's
-// start the caller's stores to it raced the spinning workers' reads of
-// gen beside them. Apart:
+// the count of workers still in the pass and both sleeper counts into one
+// 64-byte line (nm -n train), so every worker's decrement of that count
+// at the end of its share, and every sleeper count's change, took the
+// line from the threads still running chunks, which read the description
+// at every chunk; and at a pass's start the caller's stores to it raced
+// the spinning workers' reads of gen beside them. Apart:
 // - cur and gen: written by the caller only while no pass runs (cur, then
 //   gen's increment), then only read: a woken worker gets both in one
 //   line.
-// - ends (left and its sleeper): each worker's decrement at its pass's end, the
-//   caller's wait on it.
+// - finished[w]: worker w's last pass done, the pass's gen, on its own
+//   line, where one count had taken T-1 locked writes on one line at
+//   every pass's end, one core after another: with 16 threads finishing
+//   together (the shares are balanced to end so), the last of them
+//   waited for the other 14 to pass the line along. The caller reads the
+//   workers' lines in turn; those reads share the lines.
+// - ends: the caller asleep waiting for them (sleeper), and a count that
+//   a finishing worker bumps, and wakes it on, only then (seq).
 // - gen_sleepers: a worker's going to sleep and waking.
 struct pass {
 	task_fn fn;
@@ -159,20 +165,24 @@ struct pass {
 	_Atomic unsigned gen;
 } __attribute__((aligned(64)));
 static struct pass cur;
+struct finished {
+	_Atomic unsigned gen;
+} __attribute__((aligned(64)));
+static struct finished finished[MAXT];
 struct ends {
-	_Atomic unsigned left, sleeper;
+	_Atomic unsigned seq, sleeper;
 } __attribute__((aligned(64)));
 static struct ends ends;
-// Sleepers on gen (workers) and on left (the caller): a pass makes its
-// futex wake-up calls only when someone sleeps. A system call costs 1 to
-// 1.5 us on this project's VM (a FUTEX_WAKE with no waiter, timed in a
+// Sleepers on gen (workers) and on ends.seq (the caller): a pass makes
+// its futex wake-up calls only when someone sleeps. A system call costs 1
+// to 1.5 us on this project's VM (a FUTEX_WAKE with no waiter, timed in a
 // loop), and a pass made two, for nothing whenever the threads were still
 // spinning (ResNet-20 at one rank of 2 threads: 1.026x, 5 of 6 paired
 // rounds).
-// The counts and the values they guard are seq_cst: a thread that counts
-// itself and then finds no change sleeps, and the other side, having
-// changed the value, then sees the count and wakes it (or the futex
-// call, which compares the value again, returns at once).
+// The counts, flags and the values they guard are seq_cst: a thread that
+// counts itself (or flags itself) and then finds no change sleeps, and the
+// other side, having changed the value, then sees the count and wakes it
+// (or the futex call, which compares the value again, returns at once).
 static _Atomic unsigned gen_sleepers __attribute__((aligned(64)));
 // share is a thread's home part of a pass's chunks, [next, end), on a
 // line of its own.
@@ -265,7 +275,11 @@ static void *worker(void *arg) {
 			take(w);
 			if (prof) ptimes[w].end = prof_now();
 		}
-		if (atomic_fetch_sub(&ends.left, 1) == 1 && atomic_load(&ends.sleeper)) fwake(&ends.left);
+		atomic_store(&finished[w].gen, g);
+		if (atomic_load(&ends.sleeper)) {
+			atomic_fetch_add(&ends.seq, 1);
+			fwake(&ends.seq);
+		}
 	}
 	return NULL;
 }
@@ -609,20 +623,24 @@ static void run_chunks(size_t units, size_t chunk, task_fn fn, void *ctx) {
 		atomic_store_explicit(&shares[w].next, w * n / T, memory_order_relaxed);
 		shares[w].end = (w + 1) * n / T;
 	}
-	atomic_store(&ends.left, (unsigned)created);
 	cur.prof = pon;
 	double go = pon ? prof_now() : 0; // the pass's start, for the workers' delays
-	atomic_fetch_add(&cur.gen, 1);
+	unsigned g = atomic_fetch_add(&cur.gen, 1) + 1;
 	if (atomic_load(&gen_sleepers)) fwake(&cur.gen);
 	if (pon) ptimes[0].start = prof_now();
 	take(0);
 	if (pon) t1 = prof_now();
-	unsigned v;
+	// Every worker, those past T too (they read cur before they knew).
 	struct spinner sp = {0};
-	while ((v = atomic_load(&ends.left)) != 0) {
+	for (int w = 1; w <= created;) {
+		if (atomic_load(&finished[w].gen) == g) {
+			w++;
+			continue;
+		}
 		if (spinning(&sp)) continue;
+		unsigned seq = atomic_load(&ends.seq);
 		atomic_store(&ends.sleeper, 1);
-		if ((v = atomic_load(&ends.left)) != 0) fwait(&ends.left, v);
+		if (atomic_load(&finished[w].gen) != g) fwait(&ends.seq, seq);
 		atomic_store(&ends.sleeper, 0);
 	}
 	if (pon) {

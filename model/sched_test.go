@@ -60,3 +60,27 @@ func TestPoolWakeups(t *testing.T) {
 		t.Errorf("%d units did not run exactly once", bad)
 	}
 }
+
+// TestPoolCallerSleeps runs passes whose workers' units outlast the
+// caller's by 0 to 800 us, at 2 and 3 threads, so that the caller, its
+// own share done, finds the workers finished while it spins, as it goes
+// to sleep, or only once asleep (past par.c's SPIN_S of 250 us): a
+// worker's finish that does not wake a sleeping caller hangs the pass,
+// which fails the test after a minute instead of the suite's timeout.
+func TestPoolCallerSleeps(t *testing.T) {
+	defer SetThreads(1)
+	hang := time.AfterFunc(time.Minute, func() { panic("TestPoolCallerSleeps: a pass hung for a minute: a wake-up was lost") })
+	defer hang.Stop()
+	seed := uint32(1)
+	for _, T := range []int{2, 3} {
+		if got := SetThreads(T); got != T {
+			t.Fatalf("SetThreads(%d) gave %d threads", T, got)
+		}
+		for range 300 {
+			seed = seed*1103515245 + 12345
+			// Unit u spins (1 + u%3) * us: the caller's unit 0 the
+			// shortest, the last worker's up to 2*us longer.
+			spinPass(T, float64(20+(seed>>8)%400))
+		}
+	}
+}
