@@ -27,7 +27,8 @@ import (
 // 0.45 to 0.8 us a pass).
 //
 // The pass's description, gen, the workers' end count and the sleepers'
-// count had shared one cache line (par.c's cur, ends, gen_sleepers): at 2
+// count had shared one cache line (now par.c's cur, finished, ends and
+// gen_sleepers, each on its own): at 2
 // threads on the Zen 5 VM T=2/units=2 took 1.9 to 3.5 us a pass with them
 // together, 1.0 to 2.1 apart (6 rounds each, the two builds alternated);
 // each worker's own finished flag in place of that count then measured

@@ -62,7 +62,7 @@ func TestPoolWakeups(t *testing.T) {
 }
 
 // TestPoolCallerSleeps runs passes whose workers' units outlast the
-// caller's by 0 to 800 us, at 2 and 3 threads, so that the caller, its
+// caller's by 40 to 840 us, at 2 and 3 threads, so that the caller, its
 // own share done, finds the workers finished while it spins, as it goes
 // to sleep, or only once asleep (past par.c's SPIN_S of 250 us): a
 // worker's finish that does not wake a sleeping caller hangs the pass,

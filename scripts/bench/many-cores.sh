@@ -92,7 +92,7 @@ pack)
 		git worktree remove --force "$w"
 	fi
 	rm -f "$bin/model.test" "$bin/model-base.test"
-	tar czf "$bin/model-tests.tgz" -C "$d" $(cd "$d" && ls model*.test) || exit 1
+	tar czf "$bin/model-tests.tgz" -C "$d" . || exit 1
 	du -sh "$bin"
 	exit 0
 	;;
