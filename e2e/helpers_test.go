@@ -210,8 +210,10 @@ func runArgv(t *testing.T, np int, timeout time.Duration, env []string, argv []s
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	// No metrics server unless a test asks: ports stay free, stderr quiet.
 	// Flight recorder dumps (on stalls and aborts) go to the test's own
-	// directory, not ./flight, unless the test says.
-	cmd.Env = append(append(os.Environ(), "TRAIN_METRICS_ADDR=", "TRAIN_FLIGHT_DIR="+t.TempDir()), env...)
+	// directory, not ./flight, unless the test says. OpenMPI's session
+	// files go to the job's own directory (mpitest.SessionDir: jobs
+	// started at once race on the shared one).
+	cmd.Env = append(append(os.Environ(), "TRAIN_METRICS_ADDR=", "TRAIN_FLIGHT_DIR="+t.TempDir(), mpitest.SessionDir(t)), env...)
 	cmd.WaitDelay = 5 * time.Second
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -58,6 +58,28 @@ func FastStart() {
 	}
 }
 
+// SessionDir makes a directory of one job's own for OpenMPI's session
+// files and returns the environment entry that points the job's mpirun
+// (or a singleton rank's orted) at it; the directory goes when the test
+// ends. Jobs started at once otherwise share /tmp/ompi.HOST.UID, which
+// each makes if it is missing and removes when it ends empty: a job whose
+// mkdir lost to another's, and whose check that the directory exists
+// came after a third job's rmdir, fails in orte_init ("A call to mkdir
+// was unable to create the desired directory: /tmp/ompi.vm.0 Error: File
+// exists"; opal_os_dirpath_create, OpenMPI issue 8510). It did so once,
+// in one of TestStallAborts' four jobs started together in a fresh root
+// (2026-12-02). A short path (os.MkdirTemp, not the test's TempDir named
+// after it): OpenMPI makes sockets and files below it.
+func SessionDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "ompi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return "OMPI_MCA_orte_tmpdir_base=" + dir
+}
+
 // World starts MPI in a rank that Launch started, and ends it when the
 // test ends: MPI_Finalize after a pass, MPI_Abort after a failure. A rank
 // whose test failed would otherwise wait in MPI_Finalize for ranks that
@@ -105,7 +127,7 @@ func Launch(t *testing.T, np int, timeout time.Duration, env ...string) bool {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
 	start := time.Now()
-	out, timedOut, err := job(np, timeout, strings.Join(parts, "/"), env...)
+	out, timedOut, err := job(np, timeout, strings.Join(parts, "/"), append([]string{SessionDir(t)}, env...)...)
 	if timedOut {
 		t.Fatalf("np=%d: mpirun did not finish within %v:\n%s", np, timeout, out)
 	}
