@@ -1,6 +1,10 @@
 package mpitest
 
 import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -73,4 +77,50 @@ func TestWorldAbortsOnFailure(t *testing.T) {
 		}
 	}
 	t.Logf("the job ended in %v: %v", time.Since(start).Round(time.Millisecond), err)
+}
+
+// TestSessionDir: SessionDir's directory exists while the test runs, has
+// a short path, is gone when the test ends, and is where a real mpirun
+// puts its session files: were the MCA parameter renamed (OpenMPI 5
+// reads prte_tmpdir_base), the jobs would share /tmp again and this
+// would fail.
+func TestSessionDir(t *testing.T) {
+	var dir string
+	t.Run("job", func(t *testing.T) {
+		entry := SessionDir(t)
+		name, value, ok := strings.Cut(entry, "=")
+		if !ok || name != "OMPI_MCA_orte_tmpdir_base" {
+			t.Fatalf("SessionDir = %q, want OMPI_MCA_orte_tmpdir_base=DIR", entry)
+		}
+		dir = value
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			t.Fatalf("%s: not a directory (%v)", dir, err)
+		}
+		if len(dir) > 40 {
+			t.Errorf("%s: %d characters; OpenMPI makes sockets below it, keep it short", dir, len(dir))
+		}
+		if testing.Short() {
+			return // the rest starts mpirun
+		}
+		if _, err := exec.LookPath("mpirun"); err != nil {
+			t.Fatalf("mpirun not found: run scripts/setup.sh first (%v)", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		// Each rank lists the directory while the job runs: OpenMPI's
+		// session directory (ompi.HOST.UID) must be there.
+		cmd := Command(ctx, 2, "sh", "-c", "ls "+dir)
+		cmd.Env = append(os.Environ(), entry)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mpirun: %v\n%s", err, out)
+		}
+		matches, _ := filepath.Glob(filepath.Join(dir, "ompi.*"))
+		if !strings.Contains(string(out), "ompi.") {
+			t.Errorf("the job's ranks saw no ompi.* session directory in %s (left after it: %v):\n%s", dir, matches, out)
+		}
+	})
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s still there after the test (%v)", dir, err)
+	}
 }
