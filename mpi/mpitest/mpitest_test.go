@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -100,7 +99,7 @@ func TestSessionDir(t *testing.T) {
 			t.Errorf("%s: %d characters; OpenMPI makes sockets below it, keep it short", dir, len(dir))
 		}
 		if testing.Short() {
-			return // the rest starts mpirun
+			t.Skip("the rest starts mpirun; skipped by -short (scripts/test.sh runs it)")
 		}
 		if _, err := exec.LookPath("mpirun"); err != nil {
 			t.Fatalf("mpirun not found: run scripts/setup.sh first (%v)", err)
@@ -115,9 +114,8 @@ func TestSessionDir(t *testing.T) {
 		if err != nil {
 			t.Fatalf("mpirun: %v\n%s", err, out)
 		}
-		matches, _ := filepath.Glob(filepath.Join(dir, "ompi.*"))
 		if !strings.Contains(string(out), "ompi.") {
-			t.Errorf("the job's ranks saw no ompi.* session directory in %s (left after it: %v):\n%s", dir, matches, out)
+			t.Errorf("the job's ranks saw no ompi.* session directory in %s:\n%s", dir, out)
 		}
 	})
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
