@@ -311,6 +311,28 @@ func TestShmAllreduce(t *testing.T) {
 					t.Fatalf("bcast: [%d] = %v, want %d", i, v, (w.Size()-1)*1000+i)
 				}
 			}
+			// The blocks' claim counters go by turns over every call, a
+			// bcast's too (shm.c): an allreduce right after a bcast, and
+			// another after it, sum every block.
+			for k := range 2 {
+				buf = region[:99991]
+				for i := range buf {
+					buf[i] = float32((i%1000)*(w.Rank()+1) - 300 + k)
+				}
+				ref := slices.Clone(buf)
+				if err := s.AllreduceFloat32(buf, mpi.Sum); err != nil {
+					t.Fatal(err)
+				}
+				if err := w.AllreduceFloat32(ref, mpi.Sum); err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(buf, ref) {
+					t.Fatalf("allreduce %d after a bcast differs from MPI_Allreduce on integer-valued data", k+1)
+				}
+				if err := w.Barrier(); err != nil {
+					t.Fatal(err)
+				}
+			}
 
 			h, err := w.NewHier()
 			if err != nil {

@@ -145,14 +145,38 @@ static int ring_chunk(size_t n, int size, size_t j, size_t *end) {
 	return (int)c;
 }
 
-// Each element is summed in the order the ring sums it (its ring chunk c
-// starts at rank c and adds ranks c+1, c+2, ... around), so that the two
-// give the same bits and swapping one for the other changes no result.
-void tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size, size_t off, size_t n, int mean,
-                      uint64_t seq) {
-	barrier(base, rank, size, 2 * seq + 1); // every rank's values are in place
-	size_t lo, hi;
-	chunk_of(n, rank, size, &lo, &hi);
+// claims is rank r's chunk's counter of call seq's claimed blocks
+// (tr_shm_allreduce), on a line of its own after the ranks' arrival
+// lines: two sets of size lines, used by turns. Every call (allreduce or
+// bcast: they share seq) has each rank clear its own counter of the set
+// call seq+1 will use, after seq's start barrier: call seq-1 used that
+// set, and every rank left it at seq-1's end barrier; call seq+1 reads it
+// only after seq's end barrier.
+static _Atomic uint64_t *claims(void *base, int size, uint64_t seq, int r) {
+	return (_Atomic uint64_t *)((char *)base + (size_t)(size + (int)(seq & 1) * size + r) * LINE);
+}
+
+// start is a call's first barrier (every rank's values are in place),
+// then this rank clears its counter for the next call.
+static void start(void *base, int rank, int size, uint64_t seq) {
+	barrier(base, rank, size, 2 * seq + 1);
+	atomic_store_explicit(claims(base, size, seq + 1, rank), 0, memory_order_relaxed);
+}
+
+// claim_floats is the size of a claimed block of a chunk of m floats:
+// about 8 a chunk, of 4,096 to 65,536 floats (16 KB to 256 KB: a claim, a
+// locked add on a shared line, against 3 to 50 us of memory traffic),
+// whole cache lines.
+static size_t claim_floats(size_t m) {
+	size_t b = m / 8;
+	b = b < 4096 ? 4096 : b > 65536 ? 65536 : b;
+	return (b + 15) / 16 * 16;
+}
+
+// reduce_range sums elements [lo, hi) of every rank's copy into all of
+// them, BLOCK floats at a time within each ring chunk.
+static void reduce_range(void *base, size_t ctl, size_t stride, int size, size_t off, size_t n, size_t lo, size_t hi,
+                         int mean) {
 	float *src[size];
 	float scale = 1.0f / (float)size;
 	for (size_t b = lo; b < hi;) {
@@ -164,12 +188,42 @@ void tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size,
 		reduce_block(src, size, m, scale, mean);
 		b += m;
 	}
+}
+
+// Each element is summed in the order the ring sums it (its ring chunk c
+// starts at rank c and adds ranks c+1, c+2, ... around), so that the two
+// give the same bits and swapping one for the other changes no result.
+// Which rank sums an element does not change its bits, so a rank that
+// has summed its own chunk (chunk_of), block by claimed block, goes on to
+// claim the blocks left in the others' rather than wait at the end
+// barrier: a rank on a slower or busier core (this project's 2-vCPU VMs'
+// two run up to 1.2x apart; ranks oversubscribing the cores) then sums
+// less. Each rank starts on its own chunk, which it summed the call
+// before: in a loop over one buffer its lines may still be in its cache.
+void tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size, size_t off, size_t n, int mean,
+                      uint64_t seq) {
+	start(base, rank, size, seq);
+	for (int i = 0; i < size; i++) {
+		int r = (rank + i) % size;
+		size_t lo, hi;
+		chunk_of(n, r, size, &lo, &hi);
+		_Atomic uint64_t *next = claims(base, size, seq, r);
+		size_t bf = claim_floats(hi - lo);
+		// Another's counter is read before it is added to: a spent one
+		// is not written for nothing.
+		if (i > 0 && lo + atomic_load_explicit(next, memory_order_relaxed) * bf >= hi) continue;
+		for (;;) {
+			size_t b = lo + (size_t)atomic_fetch_add_explicit(next, 1, memory_order_relaxed) * bf;
+			if (b >= hi) break;
+			reduce_range(base, ctl, stride, size, off, n, b, b + bf < hi ? b + bf : hi, mean);
+		}
+	}
 	barrier(base, rank, size, 2 * seq + 2); // every chunk is summed everywhere
 }
 
 void tr_shm_bcast(void *base, size_t ctl, size_t stride, int rank, int size, int root, size_t off, size_t n,
                   uint64_t seq) {
-	barrier(base, rank, size, 2 * seq + 1);
+	start(base, rank, size, seq);
 	if (rank != root)
 		memcpy(region(base, ctl, stride, rank) + off, region(base, ctl, stride, root) + off, n * sizeof(float));
 	barrier(base, rank, size, 2 * seq + 2);

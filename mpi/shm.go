@@ -22,8 +22,10 @@ import (
 // every rank maps, and an allreduce is: wait for every rank; rank r sums
 // its 1/N of the buffer straight out of every rank's copy and writes the
 // sum back into every copy (one fused read-add-write per element, no
-// kernel copy); wait again. Each rank reads and writes each element of
-// its share once per rank, which is one memcpy of the buffer per rank.
+// kernel copy), then sums what is left of the others' shares, block by
+// block, so that a slower rank does less; wait again. Each element is
+// read and written once per rank, which is one memcpy of the buffer per
+// rank.
 //
 // Why not the ring over MPI within a host: OpenMPI's vader moves data
 // with CMA (process_vm_readv), a kernel copy done by the receiver, at a
@@ -54,7 +56,7 @@ var shmCount atomic.Int64
 // rank's error (no rank goes on with the segment alone).
 func (w *World) NewShm(n int) (*Shm, error) {
 	s := &Shm{w: w, n: n}
-	s.ctl = (w.size*64 + shmPage - 1) / shmPage * shmPage
+	s.ctl = (3*w.size*64 + shmPage - 1) / shmPage * shmPage // the ranks' arrival lines, then two sets of claim counters (shm.c)
 	s.stride = (4*n + shmPage - 1) / shmPage * shmPage
 	s.bytes = s.ctl + w.size*s.stride
 	name := make([]byte, 64)
