@@ -170,7 +170,13 @@ func TestBenchStep(t *testing.T) {
 			frac, _ = strconv.ParseFloat(s, 64)
 		}
 	}
-	if !(frac > 0 && frac < 1.5) {
+	// Its 3x3 convolutions run Winograd's transforms: the fraction counts
+	// the GEMM-equivalent multiplications, of which F(4x4,3x3) makes a
+	// quarter (36 products per 16 outputs against 144) and F(2x2,3x3) 1 in
+	// 2.25, so it can reach 4 times the products' own rate over SGEMM's. It was held under 1.5,
+	// from before Winograd: once, with the suite's jobs four at a time on
+	// 2 vCPUs, the start's SGEMM ran slow and the fraction read 2.03.
+	if !(frac > 0 && frac < 4) {
 		t.Errorf("fraction of SGEMM %v", frac)
 	}
 	// --passes: a row per kind of pass, "#   task units per-step ms/step

@@ -128,14 +128,16 @@ func flightSkippedCollective(t *testing.T) {
 }
 
 // 3. A rank that reduces half the gradient bucket at step 5. Through the
-// shared segment nothing hangs: the replicas differ, the closing check
-// stops the job (an agreed error), and every rank dumps.
+// shared segment nothing hangs: every rank finds the slices differ at that
+// allreduce, which changes nothing and stops the job (an agreed error,
+// one line, rank 2's), and every rank dumps.
 func TestFlightOtherSize(t *testing.T) {
 	e2e(t)
 	dir := t.TempDir()
 	r := trainRun(t, 3, time.Minute, []string{"TRAIN_FAULT=2:5:size"}, flightArgs(dir, "--max-steps", "8")...)
-	if r.code == 0 || !strings.Contains(r.stderr, "replicas diverged") {
-		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+	want := "train: rank 2: shared-memory allreduce: rank 2 called it on 101765 floats at offset 0 of its region, rank 0 on 203530 at 0"
+	if lines := trainLines(r.stderr); r.code == 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], want) {
+		t.Fatalf("exit %d, want one line starting %q:\n%s", r.code, want, r.stderr)
 	}
 	noTrace(t, r)
 	f := first(t, doctor(t, dir, 3, "error"), "mismatch")

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -331,6 +332,44 @@ func TestShmAllreduce(t *testing.T) {
 				}
 				if err := w.Barrier(); err != nil {
 					t.Fatal(err)
+				}
+			}
+
+			// A rank whose slice differs (the last rank's shorter, then at
+			// another offset): every rank fails at that call, naming it,
+			// nothing changes, and the next call is whole again.
+			if w.Size() > 1 {
+				last := w.Size() - 1
+				for k, sl := range [][2]int{{0, 5000}, {16, 10000}} {
+					for i := range region[:20000] {
+						region[i] = float32(w.Rank() + 1)
+					}
+					off, length := 0, 10000
+					if w.Rank() == last {
+						off, length = sl[0], sl[1]
+					}
+					err := s.AllreduceFloat32(region[off:off+length], mpi.Sum)
+					want := fmt.Sprintf("rank %d called it on %d floats at offset %d of its region, rank 0 on 10000 at 0", last, sl[1], sl[0])
+					if err == nil || !strings.Contains(err.Error(), want) {
+						t.Fatalf("case %d: slices differ: error %v, want one saying %q", k, err, want)
+					}
+					for i, v := range region[:20000] {
+						if v != float32(w.Rank()+1) {
+							t.Fatalf("case %d: slices differ: [%d] = %v, changed", k, i, v)
+						}
+					}
+					if err := s.BcastFloat32(region[off:off+length], 0); err == nil || !strings.Contains(err.Error(), want) {
+						t.Fatalf("case %d: bcast with slices that differ: error %v", k, err)
+					}
+					if err := s.AllreduceFloat32(region[:10000], mpi.Sum); err != nil {
+						t.Fatal(err)
+					}
+					if sum := float32(w.Size() * (w.Size() + 1) / 2); region[0] != sum || region[9999] != sum || region[10000] != float32(w.Rank()+1) {
+						t.Fatalf("case %d: the allreduce after: [0] %v [9999] %v [10000] %v, want %v %v %v", k, region[0], region[9999], region[10000], sum, sum, w.Rank()+1)
+					}
+					if err := w.Barrier(); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 

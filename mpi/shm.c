@@ -156,11 +156,37 @@ static _Atomic uint64_t *claims(void *base, int size, uint64_t seq, int r) {
 	return (_Atomic uint64_t *)((char *)base + (size_t)(size + (int)(seq & 1) * size + r) * LINE);
 }
 
+// slice is rank r's call's offset and length, in its arrival line after
+// the counter and the sleepers: written before its arrival (seq_cst) and
+// read by the others after they see it; rewritten only for the next call,
+// after every rank has passed this one's end barrier.
+static _Atomic uint64_t *slice(void *base, int r) { return (_Atomic uint64_t *)((char *)base + (size_t)r * LINE + 16); }
+
 // start is a call's first barrier (every rank's values are in place),
-// then this rank clears its counter for the next call.
-static void start(void *base, int rank, int size, uint64_t seq) {
+// with this rank's slice published for the others, then this rank clears
+// its counter for the next call. It returns -1 when every rank called
+// with the same slice, else the first rank whose slice is not rank 0's,
+// its slice and rank 0's in bad: every rank reads the same values, so
+// every rank finds the same answer and none goes on alone. With the
+// blocks claimed across the ranks' shares, a rank with a shorter slice
+// would otherwise leave its blocks to the others, and the replicas could
+// agree on a sum the caller did not ask for.
+static int start(void *base, int rank, int size, uint64_t seq, size_t off, size_t n, uint64_t *bad) {
+	atomic_store_explicit(slice(base, rank), off, memory_order_relaxed);
+	atomic_store_explicit(slice(base, rank) + 1, n, memory_order_relaxed);
 	barrier(base, rank, size, 2 * seq + 1);
 	atomic_store_explicit(claims(base, size, seq + 1, rank), 0, memory_order_relaxed);
+	uint64_t o0 = atomic_load_explicit(slice(base, 0), memory_order_relaxed);
+	uint64_t n0 = atomic_load_explicit(slice(base, 0) + 1, memory_order_relaxed);
+	for (int q = 1; q < size; q++) {
+		uint64_t o = atomic_load_explicit(slice(base, q), memory_order_relaxed);
+		uint64_t m = atomic_load_explicit(slice(base, q) + 1, memory_order_relaxed);
+		if (o != o0 || m != n0) {
+			bad[0] = o, bad[1] = m, bad[2] = o0, bad[3] = n0;
+			return q;
+		}
+	}
+	return -1;
 }
 
 // claim_floats is the size of a claimed block of a chunk of m floats:
@@ -200,10 +226,10 @@ static void reduce_range(void *base, size_t ctl, size_t stride, int size, size_t
 // two run up to 1.2x apart; ranks oversubscribing the cores) then sums
 // less. Each rank starts on its own chunk, which it summed the call
 // before: in a loop over one buffer its lines may still be in its cache.
-void tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size, size_t off, size_t n, int mean,
-                      uint64_t seq) {
-	start(base, rank, size, seq);
-	for (int i = 0; i < size; i++) {
+int tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size, size_t off, size_t n, int mean,
+                     uint64_t seq, uint64_t *bad) {
+	int q = start(base, rank, size, seq, off, n, bad);
+	for (int i = 0; q < 0 && i < size; i++) {
 		int r = (rank + i) % size;
 		size_t lo, hi;
 		chunk_of(n, r, size, &lo, &hi);
@@ -219,12 +245,14 @@ void tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size,
 		}
 	}
 	barrier(base, rank, size, 2 * seq + 2); // every chunk is summed everywhere
+	return q;
 }
 
-void tr_shm_bcast(void *base, size_t ctl, size_t stride, int rank, int size, int root, size_t off, size_t n,
-                  uint64_t seq) {
-	start(base, rank, size, seq);
-	if (rank != root)
+int tr_shm_bcast(void *base, size_t ctl, size_t stride, int rank, int size, int root, size_t off, size_t n,
+                 uint64_t seq, uint64_t *bad) {
+	int q = start(base, rank, size, seq, off, n, bad);
+	if (q < 0 && rank != root)
 		memcpy(region(base, ctl, stride, rank) + off, region(base, ctl, stride, root) + off, n * sizeof(float));
 	barrier(base, rank, size, 2 * seq + 2);
+	return q;
 }

@@ -132,8 +132,10 @@ func (s *Shm) offset(buf []float32) C.size_t {
 // AllreduceFloat32 sums (or averages, op Mean) buf, a slice of Region at
 // the same offset on every rank, in place. Each element is summed once,
 // by one rank, in the order RingAllreduceFloat32 sums it, and written to
-// all: bit-identical replicas, and the ring's bits.
-func (s *Shm) AllreduceFloat32(buf []float32, op Op) error {
+// all: bit-identical replicas, and the ring's bits. Where the ranks'
+// slices differ (a rank's bucket of another length), every rank fails at
+// this call, naming the first such rank, and no value changes.
+func (s *Shm) AllreduceFloat32(buf []float32, op Op) (err error) {
 	if op != Sum && op != Mean {
 		panic("mpi: shared-memory allreduce supports Sum and Mean")
 	}
@@ -146,22 +148,50 @@ func (s *Shm) AllreduceFloat32(buf []float32, op Op) error {
 		mean = 1
 	}
 	id := s.w.fl.Begin("allreduce", "shm", flightrec.All, 4*int64(len(buf)), "float32")
-	defer s.w.fl.End(id, nil)
-	C.tr_shm_allreduce(s.base, C.size_t(s.ctl), C.size_t(s.stride), C.int(s.w.rank), C.int(s.w.size), s.offset(buf), C.size_t(len(buf)), mean, C.uint64_t(s.seq.Add(1)))
-	return nil
+	defer func() { s.w.fl.End(id, err) }()
+	var bad [4]C.uint64_t
+	q := C.tr_shm_allreduce(s.base, C.size_t(s.ctl), C.size_t(s.stride), C.int(s.w.rank), C.int(s.w.size), s.offset(buf), C.size_t(len(buf)), mean, C.uint64_t(s.seq.Add(1)), &bad[0])
+	return sliceErr("allreduce", q, bad)
+}
+
+// SliceError is a shared-memory collective whose ranks called it on
+// different slices of their regions: Rank, the first rank whose slice
+// (Off, N floats) is not rank 0's (Off0, N0). Every rank of the segment
+// gets it at the same call, none having changed a value, so a caller
+// whose segment spans its world may end the job as one (trainer's
+// JobError).
+type SliceError struct {
+	Op               string
+	Rank             int
+	Off, N, Off0, N0 uint64
+}
+
+func (e *SliceError) Error() string {
+	return fmt.Sprintf("shared-memory %s: rank %d called it on %d floats at offset %d of its region, rank 0 on %d at %d: every rank must pass the same slice", e.Op, e.Rank, e.N, e.Off, e.N0, e.Off0)
+}
+
+// sliceErr is tr_shm_allreduce's or tr_shm_bcast's answer as an error:
+// nil for q < 0, else a SliceError for rank q (bad: its offset and
+// length, then rank 0's).
+func sliceErr(op string, q C.int, bad [4]C.uint64_t) error {
+	if q < 0 {
+		return nil
+	}
+	return &SliceError{op, int(q), uint64(bad[0]), uint64(bad[1]), uint64(bad[2]), uint64(bad[3])}
 }
 
 // BcastFloat32 copies root's buf (a slice of Region at the same offset on
-// every rank) into every rank's.
-func (s *Shm) BcastFloat32(buf []float32, root int) error {
+// every rank) into every rank's; it fails as AllreduceFloat32 does.
+func (s *Shm) BcastFloat32(buf []float32, root int) (err error) {
 	if len(buf) == 0 || s.w.size == 1 {
 		return nil
 	}
 	traffic.coll.Add(4 * int64(len(buf)))
 	id := s.w.fl.Begin("bcast", "shm", flightrec.All, 4*int64(len(buf)), "float32")
-	defer s.w.fl.End(id, nil)
-	C.tr_shm_bcast(s.base, C.size_t(s.ctl), C.size_t(s.stride), C.int(s.w.rank), C.int(s.w.size), C.int(root), s.offset(buf), C.size_t(len(buf)), C.uint64_t(s.seq.Add(1)))
-	return nil
+	defer func() { s.w.fl.End(id, err) }()
+	var bad [4]C.uint64_t
+	q := C.tr_shm_bcast(s.base, C.size_t(s.ctl), C.size_t(s.stride), C.int(s.w.rank), C.int(s.w.size), C.int(root), s.offset(buf), C.size_t(len(buf)), C.uint64_t(s.seq.Add(1)), &bad[0])
+	return sliceErr("broadcast", q, bad)
 }
 
 func (s *Shm) unmap() {

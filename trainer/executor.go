@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"errors"
 	"fmt"
 
 	"train/flightrec"
@@ -135,7 +136,13 @@ func newHostReducer(w *mpi.World, algo Algorithm, comp mpi.Compression) (hostRed
 			}
 			r.fn = func(b []float32, op mpi.Op) error {
 				if s.Holds(b) {
-					return s.AllreduceFloat32(b, op)
+					// The segment spans the world: a rank's bucket of
+					// another slice is every rank's error at once.
+					err := s.AllreduceFloat32(b, op)
+					if se := (*mpi.SliceError)(nil); errors.As(err, &se) {
+						return &JobError{Err: err, Rank: se.Rank, Own: w.Rank() == se.Rank}
+					}
+					return err
 				}
 				return w.RingAllreduceFloat32(b, op)
 			}
