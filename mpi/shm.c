@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -80,7 +81,12 @@ static uint64_t now_ns(void) {
 // again). The arriving rank wakes its sleepers only when there are any
 // (seq_cst on both sides: a sleeper that registered late finds the new
 // value in FUTEX_WAIT's comparison and does not sleep).
-static void barrier(void *base, int rank, int size, uint64_t v) {
+// oversub: the host's ranks outnumber its CPUs (shm.go), so the rank it
+// waits for may be waiting for this very CPU: each turn of the spin
+// yields it (sched_yield) instead of pausing on it. Pausing, 4 ranks on 2
+// vCPUs spent each barrier's first 50 us keeping the late ranks off the
+// cores, then paid a futex wake-up to come back.
+static void barrier(void *base, int rank, int size, uint64_t v, int oversub) {
 	atomic_store(arrival(base, rank), v);
 	if (atomic_load(sleepers(base, rank)) > 0)
 		syscall(SYS_futex, word(base, rank), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
@@ -89,7 +95,9 @@ static void barrier(void *base, int rank, int size, uint64_t v) {
 		uint64_t a;
 		int spins = 0;
 		while ((a = atomic_load(arrival(base, q))) < v) {
-			if (++spins % 64) {
+			if (oversub)
+				sched_yield();
+			else if (++spins % 64) {
 				PAUSE();
 				continue;
 			}
@@ -171,10 +179,10 @@ static _Atomic uint64_t *slice(void *base, int r) { return (_Atomic uint64_t *)(
 // blocks claimed across the ranks' shares, a rank with a shorter slice
 // would otherwise leave its blocks to the others, and the replicas could
 // agree on a sum the caller did not ask for.
-static int start(void *base, int rank, int size, uint64_t seq, size_t off, size_t n, uint64_t *bad) {
+static int start(void *base, int rank, int size, int oversub, uint64_t seq, size_t off, size_t n, uint64_t *bad) {
 	atomic_store_explicit(slice(base, rank), off, memory_order_relaxed);
 	atomic_store_explicit(slice(base, rank) + 1, n, memory_order_relaxed);
-	barrier(base, rank, size, 2 * seq + 1);
+	barrier(base, rank, size, 2 * seq + 1, oversub);
 	atomic_store_explicit(claims(base, size, seq + 1, rank), 0, memory_order_relaxed);
 	uint64_t o0 = atomic_load_explicit(slice(base, 0), memory_order_relaxed);
 	uint64_t n0 = atomic_load_explicit(slice(base, 0) + 1, memory_order_relaxed);
@@ -226,9 +234,9 @@ static void reduce_range(void *base, size_t ctl, size_t stride, int size, size_t
 // two run up to 1.2x apart; ranks oversubscribing the cores) then sums
 // less. Each rank starts on its own chunk, which it summed the call
 // before: in a loop over one buffer its lines may still be in its cache.
-int tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size, size_t off, size_t n, int mean,
-                     uint64_t seq, uint64_t *bad) {
-	int q = start(base, rank, size, seq, off, n, bad);
+int tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size, int oversub, size_t off, size_t n,
+                     int mean, uint64_t seq, uint64_t *bad) {
+	int q = start(base, rank, size, oversub, seq, off, n, bad);
 	for (int i = 0; q < 0 && i < size; i++) {
 		int r = (rank + i) % size;
 		size_t lo, hi;
@@ -244,15 +252,15 @@ int tr_shm_allreduce(void *base, size_t ctl, size_t stride, int rank, int size, 
 			reduce_range(base, ctl, stride, size, off, n, b, b + bf < hi ? b + bf : hi, mean);
 		}
 	}
-	barrier(base, rank, size, 2 * seq + 2); // every chunk is summed everywhere
+	barrier(base, rank, size, 2 * seq + 2, oversub); // every chunk is summed everywhere
 	return q;
 }
 
-int tr_shm_bcast(void *base, size_t ctl, size_t stride, int rank, int size, int root, size_t off, size_t n,
-                 uint64_t seq, uint64_t *bad) {
-	int q = start(base, rank, size, seq, off, n, bad);
+int tr_shm_bcast(void *base, size_t ctl, size_t stride, int rank, int size, int oversub, int root, size_t off,
+                 size_t n, uint64_t seq, uint64_t *bad) {
+	int q = start(base, rank, size, oversub, seq, off, n, bad);
 	if (q < 0 && rank != root)
 		memcpy(region(base, ctl, stride, rank) + off, region(base, ctl, stride, root) + off, n * sizeof(float));
-	barrier(base, rank, size, 2 * seq + 2);
+	barrier(base, rank, size, 2 * seq + 2, oversub);
 	return q;
 }

@@ -3,6 +3,7 @@ package mpi
 /*
 #cgo LDFLAGS: -lrt
 #include <stdlib.h>
+#include <unistd.h>
 #include "shm.h"
 */
 import "C"
@@ -10,6 +11,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -45,6 +47,7 @@ type Shm struct {
 	n            int // floats per region
 	seq          atomic.Uint64
 	regionBuffer []float32
+	oversub      C.int // the host's ranks outnumber its CPUs: barriers yield (shm.c)
 }
 
 const shmPage = 4096
@@ -86,7 +89,26 @@ func (w *World) NewShm(n int) (*Shm, error) {
 		return nil, err
 	}
 	s.regionBuffer = unsafe.Slice((*float32)(unsafe.Add(s.base, s.ctl+w.rank*s.stride)), n)
+	if oversubscribed(w.size) {
+		s.oversub = 1
+	}
 	return s, nil
+}
+
+// oversubscribed reports whether size ranks of one host outnumber the CPUs
+// they share (oversubscribedOf with this process's affinity and the
+// online CPUs).
+func oversubscribed(size int) bool {
+	return oversubscribedOf(runtime.NumCPU(), int(C.sysconf(C._SC_NPROCESSORS_ONLN)), size)
+}
+
+// oversubscribedOf: a rank that may use avail of the host's online CPUs,
+// one of size ranks there, shares them with the others when the launcher
+// did not bind it (avail is every online CPU; mpirun binds to cores only
+// where they suffice), and then the ranks outnumber them when size >
+// online. A bound rank has its own (online 0: unknown, taken as not).
+func oversubscribedOf(avail, online, size int) bool {
+	return online > 0 && avail >= online && size > online
 }
 
 func clen(b []byte) int {
@@ -150,7 +172,7 @@ func (s *Shm) AllreduceFloat32(buf []float32, op Op) (err error) {
 	id := s.w.fl.Begin("allreduce", "shm", flightrec.All, 4*int64(len(buf)), "float32")
 	defer func() { s.w.fl.End(id, err) }()
 	var bad [4]C.uint64_t
-	q := C.tr_shm_allreduce(s.base, C.size_t(s.ctl), C.size_t(s.stride), C.int(s.w.rank), C.int(s.w.size), s.offset(buf), C.size_t(len(buf)), mean, C.uint64_t(s.seq.Add(1)), &bad[0])
+	q := C.tr_shm_allreduce(s.base, C.size_t(s.ctl), C.size_t(s.stride), C.int(s.w.rank), C.int(s.w.size), s.oversub, s.offset(buf), C.size_t(len(buf)), mean, C.uint64_t(s.seq.Add(1)), &bad[0])
 	return sliceErr("allreduce", q, bad)
 }
 
@@ -190,7 +212,7 @@ func (s *Shm) BcastFloat32(buf []float32, root int) (err error) {
 	id := s.w.fl.Begin("bcast", "shm", flightrec.All, 4*int64(len(buf)), "float32")
 	defer func() { s.w.fl.End(id, err) }()
 	var bad [4]C.uint64_t
-	q := C.tr_shm_bcast(s.base, C.size_t(s.ctl), C.size_t(s.stride), C.int(s.w.rank), C.int(s.w.size), C.int(root), s.offset(buf), C.size_t(len(buf)), C.uint64_t(s.seq.Add(1)), &bad[0])
+	q := C.tr_shm_bcast(s.base, C.size_t(s.ctl), C.size_t(s.stride), C.int(s.w.rank), C.int(s.w.size), s.oversub, C.int(root), s.offset(buf), C.size_t(len(buf)), C.uint64_t(s.seq.Add(1)), &bad[0])
 	return sliceErr("broadcast", q, bad)
 }
 
