@@ -107,6 +107,9 @@ func oversubscribed(size int) bool {
 // did not bind it (avail is every online CPU; mpirun binds to cores only
 // where they suffice), and then the ranks outnumber them when size >
 // online. A bound rank has its own (online 0: unknown, taken as not).
+// The same reading of "bound" as trainer's perRank (cores.go), which
+// sizes the pool from it; mpi cannot import trainer, and the two differ
+// in what they return.
 func oversubscribedOf(avail, online, size int) bool {
 	return online > 0 && avail >= online && size > online
 }
