@@ -20,6 +20,8 @@ func coresPerRank(localSize int) int {
 // np <= 2), the CPUs it may use (avail); when it did not, the online CPUs
 // shared among the node's localSize ranks, so ranks never oversubscribe
 // the cores between them. online 0 (unknown) counts as unbound to avail.
+// mpi.oversubscribedOf reads "bound" the same way for the shared-memory
+// barriers.
 func perRank(avail, online, localSize int) int {
 	if online == 0 || avail < online {
 		return max(avail, 1)
