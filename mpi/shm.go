@@ -147,7 +147,13 @@ func (s *Shm) Holds(buf []float32) bool {
 	return p >= lo && p+4*uintptr(len(buf)) <= lo+4*uintptr(s.n)
 }
 
+// offset is buf's place in Region, in floats; an empty buf's is 0 (it
+// names no element, and the ranks' slices then agree only when all are
+// empty).
 func (s *Shm) offset(buf []float32) C.size_t {
+	if len(buf) == 0 {
+		return 0
+	}
 	if !s.Holds(buf) {
 		panic("mpi: shared-memory collective on a buffer outside the segment")
 	}
@@ -159,12 +165,15 @@ func (s *Shm) offset(buf []float32) C.size_t {
 // by one rank, in the order RingAllreduceFloat32 sums it, and written to
 // all: bit-identical replicas, and the ring's bits. Where the ranks'
 // slices differ (a rank's bucket of another length), every rank fails at
-// this call, naming the first such rank, and no value changes.
+// this call, naming the first such rank, and no value changes. An empty
+// buf is a call like any other (the barriers, the slice check): a rank
+// that passed nothing while the others passed a bucket would otherwise
+// return at once and leave them waiting for it.
 func (s *Shm) AllreduceFloat32(buf []float32, op Op) (err error) {
 	if op != Sum && op != Mean {
 		panic("mpi: shared-memory allreduce supports Sum and Mean")
 	}
-	if len(buf) == 0 || s.w.size == 1 {
+	if s.w.size == 1 {
 		return nil
 	}
 	traffic.coll.Add(4 * int64(len(buf)))
@@ -208,7 +217,7 @@ func sliceErr(op string, q C.int, bad [4]C.uint64_t) error {
 // BcastFloat32 copies root's buf (a slice of Region at the same offset on
 // every rank) into every rank's; it fails as AllreduceFloat32 does.
 func (s *Shm) BcastFloat32(buf []float32, root int) (err error) {
-	if len(buf) == 0 || s.w.size == 1 {
+	if s.w.size == 1 {
 		return nil
 	}
 	traffic.coll.Add(4 * int64(len(buf)))
