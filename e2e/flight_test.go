@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,23 +128,32 @@ func flightSkippedCollective(t *testing.T) {
 	}
 }
 
-// 3. A rank that reduces half the gradient bucket at step 5. Through the
-// shared segment nothing hangs: every rank finds the slices differ at that
-// allreduce, which changes nothing and stops the job (an agreed error,
-// one line, rank 2's), and every rank dumps.
+// 3. A rank that reduces half the gradient bucket at step 5, or none of
+// it (an empty slice, which returned at once on that rank before and left
+// the others waiting for the watchdog). Through the shared segment
+// nothing hangs: every rank finds the slices differ at that allreduce,
+// which changes nothing and stops the job (an agreed error, one line,
+// rank 2's), and every rank dumps.
 func TestFlightOtherSize(t *testing.T) {
 	e2e(t)
-	dir := t.TempDir()
-	r := trainRun(t, 3, time.Minute, []string{"TRAIN_FAULT=2:5:size"}, flightArgs(dir, "--max-steps", "8")...)
-	want := "train: rank 2: shared-memory allreduce: rank 2 called it on 101765 floats at offset 0 of its region, rank 0 on 203530 at 0"
-	if lines := trainLines(r.stderr); r.code == 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], want) {
-		t.Fatalf("exit %d, want one line starting %q:\n%s", r.code, want, r.stderr)
-	}
-	noTrace(t, r)
-	f := first(t, doctor(t, dir, 3, "error"), "mismatch")
-	if f.Rank != 2 || !slices.Equal(f.Others, []int{0, 1}) || f.Call.Step != 5 || f.Call.Bytes != 4*(203530/2) || f.Their.Bytes != 4*203530 ||
-		!strings.Contains(f.Text, "rank 2 called it with a different size") {
-		t.Errorf("finding %+v", f)
+	for _, c := range []struct {
+		kind string
+		n    int // rank 2's floats
+	}{{"size", 203530 / 2}, {"empty", 0}} {
+		t.Run(c.kind, func(t *testing.T) {
+			dir := t.TempDir()
+			r := trainRun(t, 3, time.Minute, []string{"TRAIN_FAULT=2:5:" + c.kind}, flightArgs(dir, "--max-steps", "8")...)
+			want := fmt.Sprintf("train: rank 2: shared-memory allreduce: rank 2 called it on %d floats at offset 0 of its region, rank 0 on 203530 at 0", c.n)
+			if lines := trainLines(r.stderr); r.code == 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], want) {
+				t.Fatalf("exit %d, want one line starting %q:\n%s", r.code, want, r.stderr)
+			}
+			noTrace(t, r)
+			f := first(t, doctor(t, dir, 3, "error"), "mismatch")
+			if f.Rank != 2 || !slices.Equal(f.Others, []int{0, 1}) || f.Call.Step != 5 || f.Call.Bytes != int64(4*c.n) || f.Their.Bytes != 4*203530 ||
+				!strings.Contains(f.Text, "rank 2 called it with a different size") {
+				t.Errorf("finding %+v", f)
+			}
+		})
 	}
 }
 

@@ -27,6 +27,8 @@ import (
 //	       skips a collective; the strategy allreduce)
 //	size   reduce only half of the step's first gradient bucket (a rank
 //	       that calls a collective with another size)
+//	empty  reduce none of it (a rank that calls a collective with an
+//	       empty buffer where the others pass theirs)
 const FaultEnv = "TRAIN_FAULT"
 
 // slowDelay is the slow fault's pause per step: many MLP steps' worth.
@@ -43,7 +45,7 @@ func parseFault(s string) (*fault, error) {
 		return nil, nil
 	}
 	parts := strings.Split(s, ":")
-	bad := fmt.Errorf("%s=%q: want RANK:STEP:KIND, KIND one of error, panic, kill, hang, nan, slow, slow:DURATION, kill-in-checkpoint, skip, size", FaultEnv, s)
+	bad := fmt.Errorf("%s=%q: want RANK:STEP:KIND, KIND one of error, panic, kill, hang, nan, slow, slow:DURATION, kill-in-checkpoint, skip, size, empty", FaultEnv, s)
 	delay := slowDelay
 	if len(parts) == 4 && parts[2] == "slow" {
 		d, err := time.ParseDuration(parts[3])
@@ -61,18 +63,18 @@ func parseFault(s string) (*fault, error) {
 		return nil, bad
 	}
 	switch parts[2] {
-	case "error", "panic", "kill", "hang", "nan", "slow", "kill-in-checkpoint", "skip", "size":
+	case "error", "panic", "kill", "hang", "nan", "slow", "kill-in-checkpoint", "skip", "size", "empty":
 	default:
 		return nil, bad
 	}
 	return &fault{rank, step, parts[2], delay}, nil
 }
 
-// tamper is the skip and size faults' change to the first gradient bucket
+// tamper is the skip, size and empty faults' change to the first gradient bucket
 // rank reduces at the fault's step (step reads the step under way); nil
 // for the other kinds.
 func (f *fault) tamper(rank int, step func() int) func(b bucket) (bucket, bool) {
-	if f == nil || f.rank != rank || (f.kind != "skip" && f.kind != "size") {
+	if f == nil || f.rank != rank || (f.kind != "skip" && f.kind != "size" && f.kind != "empty") {
 		return nil
 	}
 	fired := false
@@ -83,6 +85,9 @@ func (f *fault) tamper(rank int, step func() int) func(b bucket) (bucket, bool) 
 		fired = true
 		if f.kind == "skip" {
 			return b, false
+		}
+		if f.kind == "empty" {
+			return bucket{b.lo, b.lo}, true
 		}
 		return bucket{b.lo, b.lo + (b.hi-b.lo)/2}, true
 	}
