@@ -85,10 +85,16 @@ func (h *Hier) allreduce(buf []float32, op Op) error {
 	if op != Sum && op != Mean {
 		panic("mpi: hierarchical allreduce supports Sum and Mean")
 	}
+	l := h.local
+	if len(buf) == 0 && l.size > 1 && h.shm != nil {
+		// An empty slice still meets the host's other ranks in the
+		// segment: where theirs are not empty, every rank of the host
+		// fails at this call (SliceError) instead of leaving them waiting.
+		return h.shm.AllreduceFloat32(buf, Sum)
+	}
 	if len(buf) == 0 || h.world.size == 1 {
 		return nil
 	}
-	l := h.local
 	shm := l.size > 1 && h.shm.Holds(buf)
 	if shm {
 		if err := h.shm.AllreduceFloat32(buf, Sum); err != nil {

@@ -397,6 +397,23 @@ func TestShmAllreduce(t *testing.T) {
 			if !slices.Equal(hb, ref) {
 				t.Fatal("hier over shared memory differs from MPI_Allreduce on integer-valued data")
 			}
+			// The last rank's slice empty, the others' not: every rank of
+			// the host fails at that call, nothing changed.
+			if w.Size() > 1 {
+				last := w.Size() - 1
+				mine := hb
+				if w.Rank() == last {
+					mine = hb[:0]
+				}
+				err := h.AllreduceFloat32(mine, mpi.Sum)
+				want := fmt.Sprintf("rank %d called it on 0 floats at offset 0 of its region, rank 0 on 99991 at 0", last)
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("hier, an empty slice on rank %d: error %v, want one saying %q", last, err, want)
+				}
+				if !slices.Equal(hb, ref) {
+					t.Fatal("hier, an empty slice on one rank: values changed")
+				}
+			}
 		})
 	}
 }
