@@ -316,20 +316,7 @@ func TestShmAllreduce(t *testing.T) {
 			// bcast's too (shm.c): an allreduce right after a bcast, and
 			// another after it, sum every block.
 			for k := range 2 {
-				buf = region[:99991]
-				for i := range buf {
-					buf[i] = float32((i%1000)*(w.Rank()+1) - 300 + k)
-				}
-				ref := slices.Clone(buf)
-				if err := s.AllreduceFloat32(buf, mpi.Sum); err != nil {
-					t.Fatal(err)
-				}
-				if err := w.AllreduceFloat32(ref, mpi.Sum); err != nil {
-					t.Fatal(err)
-				}
-				if !slices.Equal(buf, ref) {
-					t.Fatalf("allreduce %d after a bcast differs from MPI_Allreduce on integer-valued data", k+1)
-				}
+				sumsLikeMPI(t, w, region[:99991], k, fmt.Sprintf("allreduce %d after a bcast", k+1), func(b []float32) error { return s.AllreduceFloat32(b, mpi.Sum) })
 				if err := w.Barrier(); err != nil {
 					t.Fatal(err)
 				}
@@ -384,19 +371,8 @@ func TestShmAllreduce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := range hb {
-				hb[i] = float32((i%1000)*(w.Rank()+1) - 300)
-			}
+			sumsLikeMPI(t, w, hb, 0, "hier over shared memory", func(b []float32) error { return h.AllreduceFloat32(b, mpi.Sum) })
 			ref := slices.Clone(hb)
-			if err := h.AllreduceFloat32(hb, mpi.Sum); err != nil {
-				t.Fatal(err)
-			}
-			if err := w.AllreduceFloat32(ref, mpi.Sum); err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(hb, ref) {
-				t.Fatal("hier over shared memory differs from MPI_Allreduce on integer-valued data")
-			}
 			// The last rank's slice empty, the others' not: every rank of
 			// the host fails at that call, nothing changed.
 			if w.Size() > 1 {
@@ -415,6 +391,26 @@ func TestShmAllreduce(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// sumsLikeMPI fills buf with integers (exact sums in any order, different
+// on every rank and for every k), sums it with reduce, and fails the test,
+// naming what, where that is not MPI_Allreduce's sum of the same values.
+func sumsLikeMPI(t *testing.T, w *mpi.World, buf []float32, k int, what string, reduce func([]float32) error) {
+	t.Helper()
+	for i := range buf {
+		buf[i] = float32((i%1000)*(w.Rank()+1) - 300 + k)
+	}
+	ref := slices.Clone(buf)
+	if err := reduce(buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.AllreduceFloat32(ref, mpi.Sum); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(buf, ref) {
+		t.Fatalf("%s differs from MPI_Allreduce on integer-valued data", what)
 	}
 }
 
