@@ -86,7 +86,7 @@ func (h *Hier) allreduce(buf []float32, op Op) error {
 		panic("mpi: hierarchical allreduce supports Sum and Mean")
 	}
 	l := h.local
-	if len(buf) == 0 && l.size > 1 && h.shm != nil {
+	if len(buf) == 0 && l.size > 1 && h.shm.Holds(buf) {
 		// An empty slice still meets the host's other ranks in the
 		// segment: where theirs are not empty, every rank of the host
 		// fails at this call (SliceError) instead of leaving them waiting.

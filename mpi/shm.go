@@ -138,10 +138,16 @@ func (s *Shm) agree(errno C.int, what string) error {
 // Region is this rank's buffer in the segment (zeroed).
 func (s *Shm) Region() []float32 { return s.regionBuffer }
 
-// Holds reports whether buf lies inside Region.
+// Holds reports whether buf lies inside Region. An empty buf does (at
+// offset 0): it is a call on the segment like any other, so that a rank
+// passing one where the others pass theirs fails with them rather than
+// go elsewhere and leave them waiting.
 func (s *Shm) Holds(buf []float32) bool {
-	if len(buf) == 0 || s == nil {
+	if s == nil {
 		return false
+	}
+	if len(buf) == 0 {
+		return true
 	}
 	p, lo := uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&s.regionBuffer[0]))
 	return p >= lo && p+4*uintptr(len(buf)) <= lo+4*uintptr(s.n)

@@ -135,10 +135,7 @@ func newHostReducer(w *mpi.World, algo Algorithm, comp mpi.Compression) (hostRed
 				return s.Region(), "shm (ranks on one host, through one shared segment)", nil
 			}
 			r.fn = func(b []float32, op mpi.Op) error {
-				// An empty bucket goes to the segment too, so that a rank
-				// holding one where the others hold theirs fails with
-				// them rather than leave them waiting.
-				if s.Holds(b) || (s != nil && len(b) == 0) {
+				if s.Holds(b) { // an empty b too (Holds)
 					// The segment spans the world: a rank's bucket of
 					// another slice is every rank's error at once.
 					err := s.AllreduceFloat32(b, op)
