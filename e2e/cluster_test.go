@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,6 +76,44 @@ func TestMultiHost(t *testing.T) {
 		}
 		got := tensors(t, filepath.Join(ck, "step-00000030.safetensors"))
 		sameTensors(t, algo+" across 2 hosts against 4 ranks on one host", want, got, 1e-5)
+	}
+}
+
+// TestMultiHostOtherSize: across 2 hosts of one rank each, a rank that
+// passes an empty slice at step 5 (TRAIN_FAULT=1:5:empty) meets the other
+// in the ring, for the world's ring and for hier's leaders' ring alike:
+// both find the other's slice in the step's first message and the job
+// stops with their lines (one or both, as the abort lets them print) and
+// every rank's dump, where before rank 1 returned at once and rank 0
+// waited for the watchdog. Across hosts there is no shared segment.
+func TestMultiHostOtherSize(t *testing.T) {
+	e2e(t)
+	args := cluster(t, 2, 1, "")
+	lines := []string{
+		"train: rank 0: ring reduce-scatter of 203530 floats: rank 1's message holds 0 floats where this rank expected 65536, from a slice of another length: every rank must pass the same slice",
+		"train: rank 1: ring reduce-scatter of 0 floats: rank 0's message holds 65536 floats where this rank expected 0, from a slice of another length: every rank must pass the same slice",
+	}
+	for _, algo := range []string{"ring", "hier"} {
+		t.Run(algo, func(t *testing.T) {
+			dir := t.TempDir()
+			r := trainRunMPI(t, 2, args, time.Minute, []string{"TRAIN_FAULT=1:5:empty"}, flightArgs(dir, "--max-steps", "8", "--allreduce", algo)...)
+			got := trainLines(r.stderr)
+			ok := r.code != 0 && len(got) >= 1 && len(got) <= 2
+			for _, l := range got {
+				ok = ok && slices.Contains(lines, l)
+			}
+			if !ok {
+				t.Fatalf("exit %d, want 1 or 2 of the lines %q:\n%s", r.code, lines, r.stderr)
+			}
+			noTrace(t, r)
+			// Of two ranks the doctor cannot say which is the odd one,
+			// only what each called.
+			f := first(t, doctor(t, dir, 2, "abort"), "mismatch")
+			if f.Call.Step != 5 || !strings.Contains(f.Text, "rank 1 called it with a different size: allreduce ("+algo+") of 0 B float32") ||
+				!strings.Contains(f.Text, "rank 0: allreduce ("+algo+") of 814.1 KB float32") {
+				t.Errorf("finding %+v", f)
+			}
+		})
 	}
 }
 

@@ -86,13 +86,23 @@ func (h *Hier) allreduce(buf []float32, op Op) error {
 		panic("mpi: hierarchical allreduce supports Sum and Mean")
 	}
 	l := h.local
-	if len(buf) == 0 && l.size > 1 && h.shm.Holds(buf) {
+	if len(buf) == 0 {
 		// An empty slice still meets the host's other ranks in the
-		// segment: where theirs are not empty, every rank of the host
-		// fails at this call (SliceError) instead of leaving them waiting.
-		return h.shm.AllreduceFloat32(buf, Sum)
+		// segment and the other hosts' leaders in their ring: where theirs
+		// are not empty, the call fails (every rank of the host with a
+		// SliceError, the ring's neighbours with its mismatch) instead of
+		// leaving them waiting.
+		if l.size > 1 && h.shm.Holds(buf) {
+			if err := h.shm.AllreduceFloat32(buf, Sum); err != nil {
+				return err
+			}
+		}
+		if l.rank == 0 {
+			return h.leaders.ringAllreduce(buf, Sum, h.Compress)
+		}
+		return nil
 	}
-	if len(buf) == 0 || h.world.size == 1 {
+	if h.world.size == 1 {
 		return nil
 	}
 	shm := l.size > 1 && h.shm.Holds(buf)

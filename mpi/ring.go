@@ -102,9 +102,12 @@ func (w *World) ringAllreduce(buf []float32, op Op, comp Compression) error {
 
 func (w *World) ringAllreduceOf(buf []float32, op Op, comp Compression) error {
 	n := w.size
-	if n == 1 || len(buf) == 0 {
+	if n == 1 {
 		return nil
 	}
+	// An empty slice goes round too (empty messages): where another rank's
+	// is not empty, both fail at the step (tr_ring_step) instead of this
+	// rank returning and leaving the others waiting.
 	chunk := evenChunks(len(buf), n)
 	if _, hi := chunk(0); hi > maxCount {
 		return fmt.Errorf("rank %d: ring allreduce of %d floats: a chunk exceeds MPI's count limit %d", w.rank, len(buf), maxCount)
@@ -136,7 +139,7 @@ func (w *World) RingReduceScatterFloat32(buf []float32, owned func(rank int) (lo
 		panic("mpi: ring reduce-scatter supports Sum and Mean")
 	}
 	n, r := w.size, w.rank
-	if n == 1 || len(buf) == 0 {
+	if n == 1 { // an empty buf goes round (ringAllreduceOf)
 		return nil
 	}
 	id := w.fl.Begin("reduce_scatter", "ring", flightrec.All, 4*int64(len(buf)), "float32")
@@ -190,7 +193,7 @@ func evenChunks(n, size int) func(i int) (lo, hi int) {
 // rank's range in place (ZeRO's parameters after each rank updated its
 // shard). The ranges are as for RingReduceScatterFloat32.
 func (w *World) RingAllgatherFloat32(buf []float32, owned func(rank int) (lo, hi int)) error {
-	if w.size == 1 || len(buf) == 0 {
+	if w.size == 1 { // an empty buf goes round (ringAllreduceOf)
 		return nil
 	}
 	id := w.fl.Begin("allgather", "ring", flightrec.All, 4*int64(len(buf)), "float32")
@@ -215,8 +218,10 @@ func (w *World) ring2(buf []float32, chunk func(i int) (lo, hi int), op Op, comp
 	if need := RingSegment * RingSlots; len(w.scratch) != need {
 		w.scratch = make([]float32, need)
 	}
-	kind := C.int(C.TR_F16)
-	if comp == BF16 {
+	kind := C.int(0) // float32 on the wire
+	if comp == FP16 {
+		kind = C.TR_F16
+	} else if comp == BF16 {
 		kind = C.TR_BF16
 	}
 	left, right := (r-1+n)%n, (r+1)%n
@@ -230,23 +235,23 @@ func (w *World) ring2(buf []float32, chunk func(i int) (lo, hi int), op Op, comp
 		if reduce {
 			red = 1
 		}
+		// A 16-bit value is 2 bytes on the wire, and the scratch's 4-byte
+		// slots hold twice as many: RingSlots receive and RingSlots send
+		// slots of RingSegment.
+		bytes := int64(4)
 		if comp != None {
-			// The scratch's 4-byte slots hold twice as many 16-bit values:
-			// RingSlots receive and RingSlots send slots of RingSegment.
-			traffic.sent.Add(2 * int64(shi-slo))
-			traffic.recv.Add(2 * int64(rhi-rlo))
-			rc := C.tr_ring_step16(w.ring, C.int(left), C.int(right),
-				(*C.float)(ptr(buf, slo, shi)), C.long(shi-slo),
-				(*C.float)(ptr(buf, rlo, rhi)), C.long(rhi-rlo),
-				(*C.ushort)(unsafe.Pointer(&w.scratch[0])), C.long(RingSegment), C.int(RingSlots), red, kind)
-			return errorf(rc, r, what)
+			bytes = 2
 		}
-		traffic.sent.Add(4 * int64(shi-slo))
-		traffic.recv.Add(4 * int64(rhi-rlo))
+		traffic.sent.Add(bytes * int64(shi-slo))
+		traffic.recv.Add(bytes * int64(rhi-rlo))
+		var bad C.struct_tr_ring_bad
 		rc := C.tr_ring_step(w.ring, C.int(left), C.int(right),
 			(*C.float)(ptr(buf, slo, shi)), C.long(shi-slo),
 			(*C.float)(ptr(buf, rlo, rhi)), C.long(rhi-rlo),
-			(*C.float)(unsafe.Pointer(&w.scratch[0])), C.long(RingSegment), C.int(RingSlots), red)
+			unsafe.Pointer(&w.scratch[0]), C.long(RingSegment), C.int(RingSlots), red, kind, C.long(len(buf)), &bad)
+		if rc == C.TR_RING_MISMATCH {
+			return ringMismatch(left, what, len(buf), bad)
+		}
 		return errorf(rc, r, what)
 	}
 	if scatter {
@@ -272,6 +277,29 @@ func (w *World) ring2(buf []float32, chunk func(i int) (lo, hi int), op Op, comp
 		}
 	}
 	return nil
+}
+
+// ringMismatch is the error of a ring step whose message from rank left
+// was not the one this rank's call expected: the ranks passed slices of
+// different lengths.
+func ringMismatch(left int, what string, length int, bad C.struct_tr_ring_bad) error {
+	var got string
+	switch {
+	case bad.got < 0:
+		got = fmt.Sprintf("holds more than the %d floats this rank expected", int64(bad.want))
+	case bad.got != bad.want:
+		got = fmt.Sprintf("holds %d floats where this rank expected %d", int64(bad.got), int64(bad.want))
+	case bad.ends != bad.should_end && bad.should_end != 0:
+		got = "is not the last of its part, where this rank's part ends"
+	case bad.ends != bad.should_end:
+		got = "is the last of its part, where this rank expected more"
+	default:
+		return fmt.Errorf("%s of %d floats: rank %d's message comes from a slice of another length: every rank must pass the same slice", what, length, left)
+	}
+	if bad.other_length != 0 {
+		got += ", from a slice of another length"
+	}
+	return fmt.Errorf("%s of %d floats: rank %d's message %s: every rank must pass the same slice", what, length, left, got)
 }
 
 // ptr is &buf[lo] for a non-empty range, nil for an empty one (which may

@@ -581,3 +581,66 @@ func TestRingHalves(t *testing.T) {
 		})
 	}
 }
+
+// TestRingMismatch: two ranks that pass the ring slices of different
+// lengths both fail at the call, each naming the other's message, instead
+// of one returning and leaving the other waiting. Each message's tag
+// carries its sender's slice length modulo 8191 and whether it ends the
+// sender's part of the step; at 2 ranks each rank is the other's left
+// neighbour, so both see the difference in the first step: in the first
+// message where the lengths differ modulo 8191, else where the parts'
+// segments part ways (segments of 7 floats here: 28 floats are chunks of
+// 14, two segments; 8219 = 28 + 8191 chunks of 4109 and 4110). One case a
+// launch: a failed step leaves sends unmatched on the ring's
+// communicator, which the job is then meant to end with.
+func TestRingMismatch(t *testing.T) {
+	const suffix = ": every rank must pass the same slice"
+	halves := func(n int) func(int) (int, int) {
+		return func(k int) (int, int) { return k * n / 2, (k + 1) * n / 2 }
+	}
+	for _, c := range []struct {
+		name   string
+		length [2]int
+		call   func(w *mpi.World, buf []float32) error
+		want   [2]string // each rank's error after "rank L's message "
+	}{
+		{"empty", [2]int{100, 0}, func(w *mpi.World, b []float32) error { return w.RingAllreduceFloat32(b, mpi.Sum) },
+			[2]string{"holds 0 floats where this rank expected 7, from a slice of another length",
+				"holds 7 floats where this rank expected 0, from a slice of another length"}},
+		{"one more", [2]int{1000, 1001}, func(w *mpi.World, b []float32) error { return w.RingAllreduceFloat32(b, mpi.Sum) },
+			[2]string{"comes from a slice of another length", "comes from a slice of another length"}},
+		{"same length mod 8191", [2]int{28, 8219}, func(w *mpi.World, b []float32) error { return w.RingAllreduceFloat32(b, mpi.Mean) },
+			[2]string{"is not the last of its part, where this rank's part ends",
+				"is the last of its part, where this rank expected more"}},
+		{"bf16 empty", [2]int{0, 100}, func(w *mpi.World, b []float32) error { return w.RingAllreduceCompressed(b, mpi.Sum, mpi.BF16) },
+			[2]string{"holds 7 floats where this rank expected 0, from a slice of another length",
+				"holds 0 floats where this rank expected 7, from a slice of another length"}},
+		{"reduce-scatter", [2]int{28, 8219}, func(w *mpi.World, b []float32) error {
+			return w.RingReduceScatterFloat32(b, halves(len(b)), mpi.Sum)
+		}, [2]string{"is not the last of its part, where this rank's part ends",
+			"is the last of its part, where this rank expected more"}},
+		// The all-gather's one message a step lands straight in place.
+		{"all-gather", [2]int{100, 0}, func(w *mpi.World, b []float32) error { return w.RingAllgatherFloat32(b, halves(len(b))) },
+			[2]string{"holds 0 floats where this rank expected 50, from a slice of another length",
+				"holds more than the 0 floats this rank expected"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if !mpitest.Launch(t, 2, time.Minute) {
+				return
+			}
+			w := world(t)
+			r := w.Rank()
+			defer func(s, k int) { mpi.RingSegment, mpi.RingSlots = s, k }(mpi.RingSegment, mpi.RingSlots)
+			mpi.RingSegment, mpi.RingSlots = 7, 3
+			buf := make([]float32, c.length[r])
+			for i := range buf {
+				buf[i] = float32(i)
+			}
+			err := c.call(w, buf)
+			want := fmt.Sprintf("of %d floats: rank %d's message %s%s", c.length[r], 1-r, c.want[r], suffix)
+			if err == nil || !strings.HasSuffix(err.Error(), want) {
+				t.Fatalf("rank %d: error %v, want one ending %q", r, err, want)
+			}
+		})
+	}
+}

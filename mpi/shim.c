@@ -115,77 +115,155 @@ void tr_scale_f32(float *restrict dst, float s, long n) {
 	for (long i = 0; i < n; i++) dst[i] *= s;
 }
 
-enum { TR_RING_TAG = 0x71 };
+// A ring step's messages carry, in their tag, the length of the slice the
+// sender's call was given (modulo TR_RING_CODES) and whether the message
+// ends the sender's part of the step; the receiver takes any tag and
+// checks both, and each message's count, against its own call. So ranks
+// that passed slices of different lengths (a bug: the same code cuts the
+// buckets on every rank) fail at the step where the difference shows,
+// instead of one finishing early or waiting for a message that never
+// comes; an empty part still sends one empty message for that reason.
+// No message is added where the parts are not empty. MPI guarantees tags
+// up to 32767: TR_RING_TAG + 2 * 8190 + 1 = 32765.
+enum { TR_RING_TAG = 0x4000, TR_RING_CODES = 8191 };
+
+static int ring_tag(long code, int last) { return TR_RING_TAG + (int)(code % TR_RING_CODES) * 2 + last; }
+
+// ring_check fills bad and returns TR_RING_MISMATCH where a message with
+// status st, count got, was not the one the receiver expected (want
+// values, ending its part or not).
+static int ring_check(const MPI_Status *st, long got, long want, int last, long code, struct tr_ring_bad *bad) {
+	if (got == want && st->MPI_TAG == ring_tag(code, last)) return MPI_SUCCESS;
+	bad->got = got, bad->want = want;
+	bad->other_length = st->MPI_TAG < TR_RING_TAG || (st->MPI_TAG - TR_RING_TAG) / 2 != code % TR_RING_CODES;
+	bad->ends = st->MPI_TAG & 1;
+	bad->should_end = last;
+	return TR_RING_MISMATCH;
+}
+
+// ring_truncated is ring_check's for a message longer than its receive.
+static int ring_truncated(int rc, long want, struct tr_ring_bad *bad) {
+	int cls;
+	if (MPI_Error_class(rc, &cls) != MPI_SUCCESS || cls != MPI_ERR_TRUNCATE) return rc;
+	bad->got = -1, bad->want = want, bad->other_length = 0, bad->ends = bad->should_end = 0;
+	return TR_RING_MISMATCH;
+}
+
+// ring_abandon cancels the receives still posted in rq[0..n) before an
+// early return, so that none lands in memory after it.
+static void ring_abandon(MPI_Request *rq, int n) {
+	for (int i = 0; i < n; i++)
+		if (rq[i] != MPI_REQUEST_NULL) {
+			MPI_Cancel(&rq[i]);
+			MPI_Request_free(&rq[i]);
+		}
+}
 
 // tr_ring_step is one step of a ring allreduce: send n_send floats of send
-// to rank right while receiving n_recv floats from rank left.
+// to rank right while receiving n_recv floats from rank left, on the wire
+// as float32 (kind 0) or 16-bit floats (TR_F16, TR_BF16: compress.c), for
+// a call on a slice of code floats.
 //
-// reduce == 0 (all-gather): the data lands straight in dst.
-// reduce != 0 (reduce-scatter): both sides cut their message into segments
-// of seg floats; incoming segments land in nbuf scratch slots of seg floats
-// and are added into dst as they arrive, while later segments are still on
-// the wire, and each slot is reposted as soon as it is consumed. Sends run
-// in a window of nbuf segments too. MPI's non-overtaking rule matches the
-// segments in order, so one tag suffices; the communicator is the ring's
-// own, so nothing else can match.
+// reduce == 0 (all-gather), float32: one message each way, the data
+// landing straight in dst.
+// Otherwise both sides cut their message into segments of seg values;
+// incoming segments land in nbuf scratch slots of seg values and are added
+// into dst (reduce) or decoded into it as they arrive, while later
+// segments are still on the wire, and each slot is reposted as soon as it
+// is consumed. Sends run in a window of nbuf segments too, 16-bit ones
+// encoded into nbuf send slots after the receive slots. MPI's
+// non-overtaking rule matches the segments in order; the communicator is
+// the ring's own, so nothing else can match.
 //
 // The step is blocking: when it returns no request is pending, so Go
-// memory handed in is never kept by C beyond the call.
-int tr_ring_step(MPI_Comm c, int left, int right, const float *send, long n_send,
-                 float *dst, long n_recv, float *scratch, long seg, int nbuf, int reduce) {
+// memory handed in is never kept by C beyond the call (on a mismatch its
+// sends are left to finish or to the abort that follows).
+int tr_ring_step(MPI_Comm c, int left, int right, const float *send, long n_send, float *dst, long n_recv,
+                 void *scratch, long seg, int nbuf, int reduce, int kind, long code, struct tr_ring_bad *bad) {
 	int rc;
-	if (!reduce) {
+	MPI_Status st;
+	int got;
+	if (kind == 0 && !reduce) {
 		MPI_Request rq[2];
-		rc = MPI_Irecv(dst, (int)n_recv, MPI_FLOAT, left, TR_RING_TAG, c, &rq[0]);
+		rc = MPI_Irecv(dst, (int)n_recv, MPI_FLOAT, left, MPI_ANY_TAG, c, &rq[0]);
 		if (rc != MPI_SUCCESS) return rc;
-		rc = MPI_Isend(send, (int)n_send, MPI_FLOAT, right, TR_RING_TAG, c, &rq[1]);
-		if (rc != MPI_SUCCESS) { MPI_Cancel(&rq[0]); MPI_Request_free(&rq[0]); return rc; }
-		return MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+		rc = MPI_Isend(send, (int)n_send, MPI_FLOAT, right, ring_tag(code, 1), c, &rq[1]);
+		if (rc != MPI_SUCCESS) { ring_abandon(rq, 1); return rc; }
+		rc = MPI_Wait(&rq[0], &st);
+		if (rc != MPI_SUCCESS) return ring_truncated(rc, n_recv, bad);
+		MPI_Get_count(&st, MPI_FLOAT, &got);
+		if ((rc = ring_check(&st, got, n_recv, 1, code, bad)) != MPI_SUCCESS) return rc;
+		return MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
 	}
 	if (nbuf > 16) nbuf = 16;
-	long sends = (n_send + seg - 1) / seg, recvs = (n_recv + seg - 1) / seg;
+	MPI_Datatype type = kind ? MPI_UINT16_T : MPI_FLOAT;
+	size_t size = kind ? 2 : 4;
+	char *rslot = scratch, *sslot = rslot + (size_t)nbuf * seg * size;
+	// An empty part is one empty message.
+	long sends = n_send ? (n_send + seg - 1) / seg : 1, recvs = n_recv ? (n_recv + seg - 1) / seg : 1;
 	long next_send = 0, next_recv = 0, done_recv = 0, done_send = 0;
 	// rq[0..nbuf) receives into slot i; rq[nbuf..2nbuf) sends.
 	MPI_Request rq[32];
 	long seg_of[32];
 	for (int i = 0; i < 2 * nbuf; i++) rq[i] = MPI_REQUEST_NULL;
+#define SEG(total, k) ((total) - (k) * seg < seg ? (total) - (k) * seg : seg)
+	// Each receive takes up to a whole slot, so that a longer segment than
+	// expected is counted, not truncated.
 	for (int i = 0; i < nbuf && next_recv < recvs; i++, next_recv++) {
-		long off = next_recv * seg, n = n_recv - off < seg ? n_recv - off : seg;
 		seg_of[i] = next_recv;
-		rc = MPI_Irecv(scratch + (long)i * seg, (int)n, MPI_FLOAT, left, TR_RING_TAG, c, &rq[i]);
-		if (rc != MPI_SUCCESS) return rc;
+		rc = MPI_Irecv(rslot + (size_t)i * seg * size, (int)seg, type, left, MPI_ANY_TAG, c, &rq[i]);
+		if (rc != MPI_SUCCESS) { ring_abandon(rq, nbuf); return rc; }
 	}
 	for (int i = 0; i < nbuf && next_send < sends; i++, next_send++) {
-		long off = next_send * seg, n = n_send - off < seg ? n_send - off : seg;
-		rc = MPI_Isend(send + off, (int)n, MPI_FLOAT, right, TR_RING_TAG, c, &rq[nbuf + i]);
-		if (rc != MPI_SUCCESS) return rc;
+		long off = next_send * seg, n = SEG(n_send, next_send);
+		const void *from = n ? send + off : NULL;
+		if (kind) {
+			if (n) tr_encode16((unsigned short *)(sslot + (size_t)i * seg * size), send + off, n, kind);
+			from = sslot + (size_t)i * seg * size;
+		}
+		rc = MPI_Isend(from, (int)n, type, right, ring_tag(code, next_send == sends - 1), c, &rq[nbuf + i]);
+		if (rc != MPI_SUCCESS) { ring_abandon(rq, nbuf); return rc; }
 	}
 	while (done_recv < recvs || done_send < sends) {
 		int idx;
-		rc = MPI_Waitany(2 * nbuf, rq, &idx, MPI_STATUS_IGNORE);
-		if (rc != MPI_SUCCESS) return rc;
+		rc = MPI_Waitany(2 * nbuf, rq, &idx, &st);
+		if (rc != MPI_SUCCESS) { ring_abandon(rq, nbuf); return rc; }
 		if (idx == MPI_UNDEFINED) break;
 		if (idx < nbuf) {
-			long k = seg_of[idx], off = k * seg, n = n_recv - off < seg ? n_recv - off : seg;
-			tr_add_f32(dst + off, scratch + (long)idx * seg, n);
+			long k = seg_of[idx], off = k * seg, n = SEG(n_recv, k);
+			MPI_Get_count(&st, type, &got);
+			if ((rc = ring_check(&st, got, n, k == recvs - 1, code, bad)) != MPI_SUCCESS) {
+				ring_abandon(rq, nbuf);
+				return rc;
+			}
+			void *slot = rslot + (size_t)idx * seg * size;
+			if (n && kind)
+				tr_decode16(dst + off, slot, n, kind, reduce);
+			else if (n)
+				tr_add_f32(dst + off, slot, n);
 			done_recv++;
 			if (next_recv < recvs) {
-				off = next_recv * seg;
-				n = n_recv - off < seg ? n_recv - off : seg;
 				seg_of[idx] = next_recv++;
-				rc = MPI_Irecv(scratch + (long)idx * seg, (int)n, MPI_FLOAT, left, TR_RING_TAG, c, &rq[idx]);
-				if (rc != MPI_SUCCESS) return rc;
+				rc = MPI_Irecv(slot, (int)seg, type, left, MPI_ANY_TAG, c, &rq[idx]);
+				if (rc != MPI_SUCCESS) { ring_abandon(rq, nbuf); return rc; }
 			}
 		} else {
 			done_send++;
 			if (next_send < sends) {
-				long off = next_send * seg, n = n_send - off < seg ? n_send - off : seg;
+				void *slot = sslot + (size_t)(idx - nbuf) * seg * size;
+				long off = next_send * seg, n = SEG(n_send, next_send);
+				const void *from = send + off; // n > 0: only the first send may be empty
+				if (kind) {
+					tr_encode16(slot, send + off, n, kind);
+					from = slot;
+				}
+				rc = MPI_Isend(from, (int)n, type, right, ring_tag(code, next_send == sends - 1), c, &rq[idx]);
 				next_send++;
-				rc = MPI_Isend(send + off, (int)n, MPI_FLOAT, right, TR_RING_TAG, c, &rq[idx]);
-				if (rc != MPI_SUCCESS) return rc;
+				if (rc != MPI_SUCCESS) { ring_abandon(rq, nbuf); return rc; }
 			}
 		}
 	}
+#undef SEG
 	return MPI_SUCCESS;
 }
 

@@ -19,8 +19,17 @@ int tr_free(MPI_Comm *c);
 int tr_abort(int code);
 int tr_dup(MPI_Comm in, MPI_Comm *out);
 int tr_split(MPI_Comm in, int color, int key, MPI_Comm *out, int *rank, int *size);
-int tr_ring_step(MPI_Comm c, int left, int right, const float *send, long n_send,
-                 float *dst, long n_recv, float *scratch, long seg, int nbuf, int reduce);
+// What a ring step's receiver found where a message was not the one it
+// expected (tr_ring_step's TR_RING_MISMATCH): its count (-1: more than
+// want), whether the sender's slice was of another length, and whether it
+// ended the sender's part where the receiver's should (should_end) or not.
+struct tr_ring_bad {
+	long got, want;
+	int other_length, ends, should_end;
+};
+enum { TR_RING_MISMATCH = -1 };
+int tr_ring_step(MPI_Comm c, int left, int right, const float *send, long n_send, float *dst, long n_recv,
+                 void *scratch, long seg, int nbuf, int reduce, int kind, long code, struct tr_ring_bad *bad);
 void tr_add_f32(float *dst, const float *src, long n);
 void tr_scale_f32(float *dst, float s, long n);
 void tr_error_string(int code, char *buf, int *len);
@@ -40,6 +49,4 @@ int tr_exchange(MPI_Comm c, int nrecv, int nsend, void **bufs, const int *counts
 void tr_encode16(unsigned short *dst, const float *src, long n, int kind);
 void tr_decode16(float *dst, const unsigned short *src, long n, int kind, int add);
 void tr_quantize16(float *buf, long n, int kind);
-int tr_ring_step16(MPI_Comm c, int left, int right, const float *send, long n_send,
-                   float *dst, long n_recv, unsigned short *scratch, long seg, int nbuf, int reduce, int kind);
 #endif
