@@ -39,6 +39,12 @@ var (
 // its owner, and copied). Any length works, shorter than Size and zero
 // included; chunks differ in length by at most one element. op must be Sum
 // or Mean.
+//
+// Every rank must pass a slice of the same length. Where they differ, the
+// ranks on either side of the difference return an error at the first
+// message that shows it (tr_ring_step), and the others may wait: the
+// caller ends the job, which may leave unmatched sends on the ring's
+// communicator.
 func (w *World) RingAllreduceFloat32(buf []float32, op Op) error {
 	return w.ringAllreduce(buf, op, None)
 }
